@@ -1,0 +1,14 @@
+// Command compute is the eru resource plugin for the "compute" resource. eru core
+// runs it once per call as `compute <verb>` with a JSON request on stdin;
+// operators run its `nodes` and `overcommit` command groups.
+package main
+
+import (
+	"os"
+
+	"github.com/eru-extend/resources/cmd"
+)
+
+func main() {
+	os.Exit(cmd.Main("compute", os.Args[1:], os.Stdin, os.Stdout, os.Stderr))
+}

@@ -1,0 +1,51 @@
+package config
+
+import (
+	"context"
+
+	"github.com/eru-extend/resources/store"
+	"github.com/eru-extend/resources/store/boltstore"
+	"github.com/eru-extend/resources/store/etcdstore"
+)
+
+// Mode says what a command needs of the store.
+type Mode int
+
+// Modes of opening the store. Plugin verbs may create the embedded store;
+// operator commands must find an existing one, so that running from the
+// wrong folder fails instead of answering from a fresh empty store.
+const (
+	Read          Mode = iota // read; a missing embedded store reads as empty
+	Write                     // write; create the embedded store if missing
+	ReadExisting              // read; the embedded store must exist
+	WriteExisting             // write; the embedded store must exist
+)
+
+// Open opens the configured store: etcd when machines are named, else the
+// embedded bbolt file.
+func (c *Config) Open(ctx context.Context, mode Mode) (store.Store, error) {
+	if c.UsesEtcd() {
+		dial := min(c.Etcd.DialTimeout, c.Etcd.CallTimeout)
+		return etcdstore.Open(ctx, etcdstore.Config{
+			Endpoints:   c.Etcd.Machines,
+			Prefix:      c.Etcd.Prefix,
+			CA:          c.Etcd.CA,
+			Cert:        c.Etcd.Cert,
+			Key:         c.Etcd.Key,
+			Username:    c.Etcd.Username,
+			Password:    c.Etcd.Password,
+			DialTimeout: dial,
+		})
+	}
+	opts := boltstore.Options{Prefix: c.Etcd.Prefix, LockTimeout: c.Embedded.LockTimeout}
+	switch mode {
+	case Read:
+		opts.ReadOnly = true
+	case Write:
+		opts.Create = true
+	case ReadExisting:
+		opts.ReadOnly = true
+		opts.MustExist = true
+	}
+	return boltstore.Open(c.Embedded.Path, opts)
+}

@@ -1,0 +1,52 @@
+package cmd
+
+import (
+	"context"
+	"strings"
+
+	"github.com/urfave/cli/v2"
+
+	"github.com/eru-extend/resources/cmd/config"
+	"github.com/eru-extend/resources/nodes"
+	"github.com/eru-extend/resources/store"
+	"github.com/eru-extend/resources/types"
+)
+
+func (r *runner) heartbeatCommand() *cli.Command {
+	return &cli.Command{
+		Name:      "heartbeat",
+		Usage:     "run on the node itself: refresh its session and report what its host measures",
+		ArgsUsage: "NODE",
+		Flags: mutatingFlags(
+			&cli.DurationFlag{Name: "ttl", Usage: "how long the session lives without another heartbeat (default nodes.session_ttl)"},
+			&cli.StringFlag{Name: "proc-root", Value: "/proc", Usage: "read boot_id, meminfo and pressure under this folder"},
+			&cli.StringFlag{Name: "clock-sync", Usage: "report this clock state instead of the kernel's: SYNCHRONIZED or UNSYNCHRONIZED"},
+			&cli.DurationFlag{Name: "clock-max-error", Usage: "report this maximum clock error instead of the kernel's"},
+		),
+		Action: r.operator("nodes heartbeat", 1, config.WriteExisting, func(ctx context.Context, c *cli.Context, s store.Store, cfg *config.Config, cmd nodes.Command, args []string) (any, error) {
+			ttl := cfg.Nodes.SessionTTL
+			if c.IsSet("ttl") {
+				ttl = c.Duration("ttl")
+			}
+			if ttl <= 0 {
+				return nil, types.Invalid("--ttl %s: want a positive duration", ttl)
+			}
+			var clock nodes.ClockReading
+			if c.IsSet("clock-sync") {
+				clock.Sync = strings.ToUpper(c.String("clock-sync"))
+				if clock.Sync != nodes.ClockSynchronized && clock.Sync != nodes.ClockUnsynchronized {
+					return nil, types.Invalid("--clock-sync %q: want SYNCHRONIZED or UNSYNCHRONIZED", c.String("clock-sync"))
+				}
+			}
+			if c.IsSet("clock-max-error") {
+				d := c.Duration("clock-max-error")
+				if d < 0 {
+					return nil, types.Invalid("--clock-max-error %s: want a duration of zero or more", d)
+				}
+				clock.MaxError = &d
+			}
+			m := nodes.Measure(c.String("proc-root"), clock)
+			return r.registry(s, cfg).Heartbeat(ctx, args[0], m, ttl, cfg.Nodes.MemoryTightBytes, cmd)
+		}, viewTable, "ttl", "proc-root", "clock-sync", "clock-max-error"),
+	}
+}

@@ -1,0 +1,219 @@
+// Package cmd is the command tree both plugin binaries share: core's plugin
+// verbs (JSON on stdin, JSON on stdout), the operator command groups
+// `nodes` and `overcommit`, configuration and the output discipline core
+// relies on — on success the answer and nothing else, on failure one line.
+package cmd
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"os"
+	"strings"
+	"time"
+
+	"github.com/urfave/cli/v2"
+
+	"github.com/eru-extend/resources/cmd/config"
+	"github.com/eru-extend/resources/cmd/plugin"
+	"github.com/eru-extend/resources/nodes"
+	"github.com/eru-extend/resources/overcommit"
+	"github.com/eru-extend/resources/storage"
+	"github.com/eru-extend/resources/store"
+	"github.com/eru-extend/resources/types"
+)
+
+// PluginExitCode is what a failed plugin verb exits with, as core expects.
+const PluginExitCode = 128
+
+// Main runs the binary named name (storage or compute) with args (without
+// the program name) and returns its exit status.
+func Main(name string, args []string, stdin io.Reader, stdout, stderr io.Writer) int {
+	r := &runner{name: name, stdin: stdin, stdout: stdout, stderr: stderr}
+	app := r.app()
+	err := app.Run(append([]string{name}, reorder(app, args)...))
+	if err == nil && r.notFound != "" {
+		err = usageError{types.Invalid("unknown command %q (see %s help)", r.notFound, name)}
+	}
+	if err == nil {
+		return 0
+	}
+	return r.fail(err)
+}
+
+// runner holds one invocation's streams and its lazily loaded config.
+type runner struct {
+	name           string
+	stdin          io.Reader
+	stdout, stderr io.Writer
+	cfgPath        string
+	cfg            *config.Config
+	notFound       string
+}
+
+func (r *runner) app() *cli.App {
+	app := &cli.App{
+		Name:      r.name,
+		Usage:     fmt.Sprintf("eru resource plugin %q: core runs `%s <verb>` with a JSON request on stdin", r.name, r.name),
+		Reader:    r.stdin,
+		Writer:    r.stdout,
+		ErrWriter: r.stderr,
+		Flags: []cli.Flag{
+			&cli.StringFlag{Name: "config", Usage: "config file (else $" + config.EnvPath + ", else ./" + r.name + ".yaml, else built-in defaults)"},
+		},
+		Commands:        append(r.verbCommands(), r.nodesCommand(), r.overcommitCommand()),
+		HideHelpCommand: false,
+		ExitErrHandler:  func(*cli.Context, error) {},
+		OnUsageError: func(_ *cli.Context, err error, _ bool) error {
+			return usageError{types.Invalid("%s", err.Error())}
+		},
+		CommandNotFound: func(_ *cli.Context, name string) { r.notFound = name },
+		Before: func(c *cli.Context) error {
+			r.cfgPath = c.String("config")
+			return nil
+		},
+	}
+	return app
+}
+
+// config loads the configuration once.
+func (r *runner) config() (*config.Config, error) {
+	if r.cfg != nil {
+		return r.cfg, nil
+	}
+	cfg, err := config.Load(r.cfgPath, r.name)
+	if err != nil {
+		return nil, err
+	}
+	r.cfg = cfg
+	return cfg, nil
+}
+
+// opener opens the store once for a command and remembers it to close.
+type opener struct {
+	cfg   *config.Config
+	mode  func(write bool) config.Mode
+	store store.Store
+}
+
+func (o *opener) open(ctx context.Context, write bool) (store.Store, error) {
+	if o.store != nil {
+		return o.store, nil
+	}
+	s, err := o.cfg.Open(ctx, o.mode(write))
+	if err != nil {
+		return nil, err
+	}
+	o.store = s
+	return s, nil
+}
+
+func (o *opener) close() {
+	if o.store != nil {
+		_ = o.store.Close()
+	}
+}
+
+// plugins are every resource plugin of the cluster, as the registry sees
+// them.
+func plugins() []nodes.Plugin {
+	return []nodes.Plugin{plugin.Registered(storage.Plugin{}), plugin.Registered(overcommit.Plugin{})}
+}
+
+func policy(cfg *config.Config) nodes.Policy {
+	return nodes.Policy{RequireSession: cfg.Nodes.RequireSession, ClockSkewTolerance: cfg.Nodes.ClockSkewTolerance}
+}
+
+// caller runs plugin verbs for one resource.
+type caller interface {
+	Call(ctx context.Context, verb string, req *types.Request) (any, error)
+}
+
+func (r *runner) engine(cfg *config.Config, open func(context.Context, bool) (store.Store, error)) (caller, error) {
+	switch r.name {
+	case "storage":
+		return &plugin.Engine[*storage.Node, *storage.WorkloadRequest]{
+			Res: storage.Plugin{}, Open: open, Plugins: plugins(), Policy: policy(cfg), MaxDeploy: cfg.Scheduler.MaxDeployCount,
+		}, nil
+	case "compute":
+		return &plugin.Engine[*overcommit.Node, *overcommit.WorkloadRequest]{
+			Res: overcommit.Plugin{}, Open: open, Plugins: plugins(), Policy: policy(cfg), MaxDeploy: cfg.Scheduler.MaxDeployCount,
+		}, nil
+	}
+	return nil, types.Errorf(types.Internal, "no resource is called %q", r.name)
+}
+
+// logger writes to the configured log file, or nowhere.
+func (r *runner) logger(cfg *config.Config) (*slog.Logger, func()) {
+	if cfg == nil || cfg.Log.File == "" {
+		return slog.New(slog.DiscardHandler), func() {}
+	}
+	f, err := os.OpenFile(cfg.Log.File, os.O_APPEND|os.O_CREATE|os.O_WRONLY, 0o644)
+	if err != nil {
+		return slog.New(slog.DiscardHandler), func() {}
+	}
+	return slog.New(slog.NewJSONHandler(f, nil)).With("plugin", r.name, "pid", os.Getpid()), func() { _ = f.Close() }
+}
+
+// Errors carry how they are printed and what status they exit with.
+type (
+	// verbError is a failed plugin verb: exit 128.
+	verbError struct {
+		verb, node string
+		err        error
+	}
+	// commandError is a failed operator command: exit by class.
+	commandError struct {
+		command string
+		err     error
+	}
+	// usageError is a malformed command line: exit 2.
+	usageError struct{ err error }
+)
+
+func (e verbError) Error() string    { return e.err.Error() }
+func (e commandError) Error() string { return e.err.Error() }
+func (e usageError) Error() string   { return e.err.Error() }
+
+// fail prints err as one line on stderr and returns the exit status.
+func (r *runner) fail(err error) int {
+	var (
+		ve verbError
+		ce commandError
+	)
+	switch {
+	case errors.As(err, &ve):
+		where := r.name + ": " + ve.verb
+		if ve.node != "" {
+			where += ": node " + ve.node
+		}
+		r.line(where, ve.err)
+		return PluginExitCode
+	case errors.As(err, &ce):
+		r.line(r.name+": "+ce.command, ce.err)
+		return types.ClassOf(ce.err).ExitCode()
+	default:
+		var ue usageError
+		if errors.As(err, &ue) {
+			err = ue.err
+		} else if types.ClassOf(err) == types.Internal {
+			err = types.Wrap(types.InvalidArgument, err, "command line")
+		}
+		r.line(r.name, err)
+		return types.ClassOf(err).ExitCode()
+	}
+}
+
+func (r *runner) line(where string, err error) {
+	msg := strings.Join(strings.Fields(err.Error()), " ")
+	fmt.Fprintf(r.stderr, "%s: %s: %s\n", where, types.ClassOf(err), msg)
+}
+
+// withTimeout bounds one command by the configured call timeout.
+func withTimeout(cfg *config.Config) (context.Context, context.CancelFunc) {
+	return context.WithTimeout(context.Background(), cfg.Etcd.CallTimeout)
+}
+
+func since(start time.Time) string { return time.Since(start).Round(time.Microsecond).String() }

@@ -1,0 +1,114 @@
+// Package plugin serves eru core's binary plugin protocol for one resource:
+// it reads the node records and registrations a verb needs in one
+// consistent read, asks the node registry whether a node may take new work,
+// hands the records to the resource's pure decisions, and writes the results
+// back in one compare-and-swap transaction, retried on conflict.
+//
+// A resource (storage, compute) implements Resource; nothing in it knows of
+// the store, the registry or JSON on stdin.
+package plugin
+
+import (
+	"encoding/json"
+
+	"github.com/eru-extend/resources/nodes"
+	"github.com/eru-extend/resources/types"
+)
+
+// Env is what a resource's decisions may read besides the node record.
+type Env = types.Env
+
+// Records is how a resource's node records are stored and what the node
+// registry needs of them. N is the decoded record.
+type Records[N any] interface {
+	// Name is the resource's name in core ("storage", "compute").
+	Name() string
+	// SharedKeys are store keys read with every record (cluster defaults).
+	SharedKeys() []string
+	Decode(data []byte) (N, error)
+	Encode(n N) ([]byte, error)
+	// Empty is a node the plugin has never seen: it holds nothing.
+	Empty() N
+	// View is the record's capacity and usage as the verbs answer them.
+	View(n N, env Env) (capacity, usage any)
+	// Held flattens the record's usage; WithHeld sets it back.
+	Held(n N) types.Amounts
+	WithHeld(n N, a types.Amounts) N
+	// Settle validates a record after a usage write.
+	Settle(n N) (N, error)
+	// LedgerView renders released amounts in the resource's usage shape.
+	LedgerView(a types.Amounts) any
+	// IsolationFigures are this resource's counts in `nodes isolate`'s
+	// answer (released_volumes, released_storage_bytes, ...).
+	IsolationFigures(a types.Amounts) map[string]int64
+}
+
+// Resource is one resource plugin's decisions for every verb. W is a parsed
+// workload request.
+type Resource[N any, W any] interface {
+	Records[N]
+
+	AddNode(request json.RawMessage, info *types.EngineInfo) (N, error)
+	SetCapacity(n N, resource, request json.RawMessage, delta, incr bool) (N, error)
+	// Restore builds a record verbatim from set-node-resource-info.
+	Restore(capacity, usage json.RawMessage) (N, error)
+	// NextUsage computes a usage write without validating it: the registry
+	// may still absorb decreases into its ledger, then Settle validates.
+	NextUsage(n N, resource, request, workloads json.RawMessage, delta, incr bool) (N, error)
+	// Recompute sums the workloads' usage, less what the isolation ledger
+	// released: the record with that usage and the disagreements with what
+	// is stored.
+	Recompute(n N, workloads json.RawMessage, released types.Amounts) (N, []string, error)
+
+	ParseRequest(raw json.RawMessage) (W, error)
+	DeployCapacity(n N, w W, env Env) types.NodeCapacity
+	Deploy(n N, w W, count int, env Env) (*types.Deploy, error)
+	// Realloc answers calculate-realloc and whether the change grows the
+	// workload (a node that takes no new work refuses growth only).
+	Realloc(n N, workload, request json.RawMessage, env Env) (*types.Realloc, bool, error)
+	Remap(n N, workloads json.RawMessage, env Env) (*types.Remap, error)
+	// MostIdle picks a node to build on; load reads the nodes' records and
+	// is called only by a resource that needs them.
+	MostIdle(nodenames []string, load func() (map[string]N, Env, error)) (*types.MostIdle, error)
+	MetricsDescription() []types.MetricDescription
+	Metrics(podname, nodename string, n N, env Env) []types.Metric
+}
+
+// registered adapts a resource's records to the node registry's view.
+type registered[N any] struct{ r Records[N] }
+
+// Registered is the node registry's view of a resource's records.
+func Registered[N any](r Records[N]) nodes.Plugin { return registered[N]{r} }
+
+func (p registered[N]) Name() string         { return p.r.Name() }
+func (p registered[N]) RecordPrefix() string { return nodes.RecordPrefix(p.r.Name()) }
+func (p registered[N]) SharedKeys() []string { return p.r.SharedKeys() }
+
+func (p registered[N]) Summary(data []byte, shared map[string][]byte) (any, any, types.Amounts, error) {
+	n, err := p.r.Decode(data)
+	if err != nil {
+		return nil, nil, nil, err
+	}
+	capacity, usage := p.r.View(n, Env{Shared: shared})
+	return capacity, usage, p.r.Held(n), nil
+}
+
+func (p registered[N]) Release(data []byte) ([]byte, types.Amounts, error) {
+	n, err := p.r.Decode(data)
+	if err != nil {
+		return nil, nil, err
+	}
+	held := p.r.Held(n)
+	zero := types.Amounts{}
+	for k := range held {
+		zero[k] = 0
+	}
+	out, err := p.r.Encode(p.r.WithHeld(n, zero))
+	return out, held, err
+}
+
+func (p registered[N]) LedgerView(a types.Amounts) any { return p.r.LedgerView(a) }
+
+func (p registered[N]) IsolationFigures(a types.Amounts) map[string]int64 {
+	return p.r.IsolationFigures(a)
+}

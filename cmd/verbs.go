@@ -1,0 +1,150 @@
+package cmd
+
+import (
+	"bufio"
+	"bytes"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"slices"
+	"time"
+	"unicode/utf8"
+
+	"github.com/urfave/cli/v2"
+
+	"github.com/eru-extend/resources/cmd/config"
+	"github.com/eru-extend/resources/cmd/plugin"
+	"github.com/eru-extend/resources/types"
+)
+
+// MaxRequest is the largest request read from stdin.
+const MaxRequest = 16 << 20
+
+// verbsWithoutInput need no request, so they do not wait on stdin.
+var verbsWithoutInput = []string{"name", "get-metrics-description"}
+
+var verbUsage = map[string]string{
+	"name":                       "print the resource's name",
+	"add-node":                   "record a new node's capacity: {nodename, resource, info}",
+	"remove-node":                "forget a node: {nodename}",
+	"get-nodes-deploy-capacity":  "how many workloads fit on each node: {nodenames, workload_resource}",
+	"set-node-resource-capacity": "change a node's capacity: {nodename, resource, resource_request, delta, incr}",
+	"get-node-resource-info":     "a node's capacity, usage and diffs: {nodename, workloads_resource}",
+	"set-node-resource-info":     "restore a node's capacity and usage: {nodename, capacity, usage}",
+	"set-node-resource-usage":    "change a node's usage: {nodename, resource, resource_request, workloads_resource, delta, incr}",
+	"get-most-idle-node":         "pick a node to build on: {nodenames}",
+	"fix-node-resource":          "rewrite a node's usage from its workloads: {nodename, workloads_resource}",
+	"calculate-deploy":           "plan workloads on a node: {nodename, deploy_count, workload_resource_request}",
+	"calculate-realloc":          "plan a workload's resize: {nodename, workload_resource, workload_resource_request}",
+	"calculate-remap":            "remap running workloads (a no-op): {nodename, workloads_resource}",
+	"get-metrics-description":    "declare the metrics",
+	"get-metrics":                "a node's metrics: {podname, nodename} or {nodes: [...]}",
+}
+
+func (r *runner) verbCommands() []*cli.Command {
+	out := make([]*cli.Command, 0, len(plugin.Verbs))
+	for _, verb := range plugin.Verbs {
+		out = append(out, &cli.Command{
+			Name:      verb,
+			Usage:     verbUsage[verb],
+			Category:  "core plugin verbs (JSON on stdin, JSON on stdout)",
+			ArgsUsage: " ",
+			Action:    r.runVerb(verb),
+		})
+	}
+	return out
+}
+
+func (r *runner) runVerb(verb string) cli.ActionFunc {
+	return func(c *cli.Context) error {
+		start := time.Now()
+		if c.NArg() > 0 {
+			return verbError{verb: verb, err: types.Invalid("unexpected argument %q: the request comes on stdin", c.Args().First())}
+		}
+		req := &types.Request{}
+		if !slices.Contains(verbsWithoutInput, verb) {
+			if err := decodeRequest(r.stdin, req); err != nil {
+				return verbError{verb: verb, err: err}
+			}
+		}
+		cfg, err := r.config()
+		if err != nil {
+			return verbError{verb: verb, node: req.Nodename, err: err}
+		}
+		log, closeLog := r.logger(cfg)
+		defer closeLog()
+		o := &opener{cfg: cfg, mode: func(write bool) config.Mode {
+			if write {
+				return config.Write
+			}
+			return config.Read
+		}}
+		defer o.close()
+		eng, err := r.engine(cfg, o.open)
+		if err != nil {
+			return verbError{verb: verb, node: req.Nodename, err: err}
+		}
+		ctx, cancel := withTimeout(cfg)
+		defer cancel()
+		answer, err := eng.Call(ctx, verb, req)
+		if err != nil {
+			log.Info("verb failed", "verb", verb, "node", req.Nodename, "took", since(start), "class", types.ClassOf(err), "error", err.Error())
+			return verbError{verb: verb, node: req.Nodename, err: err}
+		}
+		log.Info("verb", "verb", verb, "node", req.Nodename, "took", since(start))
+		return writeJSON(r.stdout, answer)
+	}
+}
+
+// decodeRequest reads stdin to its end and decodes one JSON object.
+func decodeRequest(in io.Reader, req *types.Request) error {
+	data, err := io.ReadAll(io.LimitReader(in, MaxRequest+1))
+	if err != nil {
+		return types.Wrap(types.InvalidArgument, err, "reading stdin")
+	}
+	if len(data) > MaxRequest {
+		return types.Invalid("stdin holds more than %d MiB", MaxRequest>>20)
+	}
+	data = bytes.TrimSpace(data)
+	if len(data) == 0 {
+		return types.Invalid("stdin is empty: want one JSON object")
+	}
+	if !utf8.Valid(data) {
+		return types.Invalid("stdin is not valid UTF-8")
+	}
+	if data[0] != '{' {
+		return types.Invalid("stdin is not a JSON object (it starts with %q)", data[0])
+	}
+	dec := json.NewDecoder(bytes.NewReader(data))
+	if err := dec.Decode(req); err != nil {
+		return types.Invalid("request: %s", describeJSONError(err))
+	}
+	if dec.More() {
+		return types.Invalid("request: more than one JSON value on stdin")
+	}
+	return nil
+}
+
+func describeJSONError(err error) string {
+	var te *json.UnmarshalTypeError
+	if errors.As(err, &te) {
+		return fmt.Sprintf("%s: want %s, got a JSON %s", te.Field, te.Type, te.Value)
+	}
+	var se *json.SyntaxError
+	if errors.As(err, &se) {
+		return fmt.Sprintf("malformed JSON at byte %d: %s", se.Offset, se.Error())
+	}
+	return err.Error()
+}
+
+// writeJSON prints v as the one answer.
+func writeJSON(w io.Writer, v any) error {
+	bw := bufio.NewWriter(w)
+	enc := json.NewEncoder(bw)
+	enc.SetEscapeHTML(false)
+	if err := enc.Encode(v); err != nil {
+		return err
+	}
+	return bw.Flush()
+}

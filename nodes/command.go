@@ -1,0 +1,98 @@
+package nodes
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"time"
+
+	"github.com/eru-extend/resources/store"
+	"github.com/eru-extend/resources/types"
+)
+
+// CommandTTL is how long an operator command's answer is kept for replays.
+const CommandTTL = 24 * time.Hour
+
+// Command identifies one operator command for replays and guards it with an
+// expected version.
+type Command struct {
+	// ID, when set, makes the command replayable: the same ID with the same
+	// Args answers the first answer and writes nothing; with other Args it
+	// is already_exists.
+	ID string
+	// Args is the command and its arguments, canonical.
+	Args string
+	// IfVersion, when set, refuses the command with aborted unless the
+	// version it guards is this one.
+	IfVersion *int64
+}
+
+// commandRecord is what is kept of a command at /commands/<id>.
+type commandRecord struct {
+	Args   string          `json:"args"`
+	Answer json.RawMessage `json:"answer"`
+	At     time.Time       `json:"at"`
+}
+
+// CommandKey is where a command's answer is kept.
+func CommandKey(id string) string { return CommandPrefix + id }
+
+// CheckVersion refuses with aborted when the command expects another version.
+func (c Command) CheckVersion(what string, have int64) error {
+	if c.IfVersion != nil && *c.IfVersion != have {
+		return types.Errorf(types.Aborted, "%s is at version %d, not %d", what, have, *c.IfVersion)
+	}
+	return nil
+}
+
+// Run runs one operator command as a transaction over keys: fn decides and
+// returns the answer; its writes, together with the answer kept for
+// replays, commit only if none of the keys changed. A replay of the command
+// answers the kept answer without calling fn.
+func Run(ctx context.Context, s store.Store, cmd Command, keys []string, now time.Time, fn func(tx *store.Tx) (any, error)) (json.RawMessage, error) {
+	if cmd.ID != "" {
+		keys = append(keys, CommandKey(cmd.ID))
+	}
+	var answer json.RawMessage
+	err := store.Update(ctx, s, keys, func(tx *store.Tx) error {
+		if cmd.ID != "" {
+			if data, ok := tx.Get(CommandKey(cmd.ID)); ok {
+				var rec commandRecord
+				if err := json.Unmarshal(data, &rec); err != nil {
+					return types.Wrap(types.Internal, err, "command "+cmd.ID+" record is corrupt")
+				}
+				if rec.Args != cmd.Args {
+					return types.Errorf(types.AlreadyExists, "command id %s was used for %q", cmd.ID, rec.Args)
+				}
+				answer = rec.Answer
+				return nil
+			}
+		}
+		out, err := fn(tx)
+		if err != nil {
+			return err
+		}
+		if answer, err = encode(out); err != nil {
+			return err
+		}
+		if cmd.ID != "" {
+			rec, err := json.Marshal(commandRecord{Args: cmd.Args, Answer: answer, At: now.UTC()})
+			if err != nil {
+				return err
+			}
+			tx.PutTTL(CommandKey(cmd.ID), rec, CommandTTL)
+		}
+		return nil
+	})
+	return answer, err
+}
+
+func encode(v any) (json.RawMessage, error) {
+	var buf bytes.Buffer
+	enc := json.NewEncoder(&buf)
+	enc.SetEscapeHTML(false)
+	if err := enc.Encode(v); err != nil {
+		return nil, err
+	}
+	return bytes.TrimSpace(buf.Bytes()), nil
+}

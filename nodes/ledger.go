@@ -1,0 +1,103 @@
+package nodes
+
+import (
+	"github.com/eru-extend/resources/types"
+)
+
+// Release moves usage a plugin held on the node into the isolation ledger.
+func (r *Registration) Release(plugin string, held types.Amounts) bool {
+	if held.IsZero() {
+		return true
+	}
+	if r.Released == nil {
+		r.Released = map[string]types.Amounts{}
+	}
+	sum, ok := r.Released[plugin].Add(held)
+	if !ok {
+		return false
+	}
+	r.Released[plugin] = nonZero(sum)
+	return true
+}
+
+// Ledger is what the isolation ledger holds for a plugin (nil when nothing).
+func (r *Registration) Ledger(plugin string) types.Amounts {
+	if r == nil {
+		return nil
+	}
+	return r.Released[plugin]
+}
+
+// Absorb decides how a write that takes a plugin's usage on this node from
+// old to next lands. On an isolated node a write whose net effect adds to any
+// component is refused. Where the ledger holds released usage, each net
+// decrease is taken from the ledger first and only the rest from live usage,
+// so cleaning up a dead incarnation's workloads never drives live usage
+// negative nor eats usage placed since. It returns the usage to store and
+// whether the ledger changed; r is updated in place.
+func (r *Registration) Absorb(plugin string, old, next types.Amounts) (types.Amounts, bool, error) {
+	if r == nil {
+		return next, false, nil
+	}
+	if r.Isolated {
+		for _, k := range next.Keys() {
+			if next[k] > old[k] {
+				return nil, false, types.Errorf(types.FailedPrecondition, "node is isolated: the write would add %d to %s", next[k]-old[k], k)
+			}
+		}
+	}
+	ledger := r.Released[plugin]
+	if len(ledger) == 0 {
+		return next, false, nil
+	}
+	out := next.Clone()
+	left := ledger.Clone()
+	changed := false
+	for _, k := range unionKeys(old, next) {
+		dec := old[k] - next[k]
+		if dec <= 0 || left[k] <= 0 {
+			continue
+		}
+		take := min(dec, left[k])
+		left[k] -= take
+		out[k] += take
+		changed = true
+	}
+	if changed {
+		if left = nonZero(left); len(left) == 0 {
+			delete(r.Released, plugin)
+		} else {
+			r.Released[plugin] = left
+		}
+		if len(r.Released) == 0 {
+			r.Released = nil
+		}
+	}
+	return out, changed, nil
+}
+
+// Forget drops a plugin's ledger, when the plugin's record of the node goes.
+func (r *Registration) Forget(plugin string) {
+	delete(r.Released, plugin)
+	if len(r.Released) == 0 {
+		r.Released = nil
+	}
+}
+
+func unionKeys(a, b types.Amounts) []string {
+	u := a.Clone()
+	for k := range b {
+		u[k] = 0
+	}
+	return u.Keys()
+}
+
+func nonZero(a types.Amounts) types.Amounts {
+	out := types.Amounts{}
+	for k, v := range a {
+		if v != 0 {
+			out[k] = v
+		}
+	}
+	return out
+}

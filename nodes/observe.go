@@ -1,0 +1,146 @@
+package nodes
+
+import (
+	"bufio"
+	"bytes"
+	"math"
+	"os"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"time"
+
+	"golang.org/x/sys/unix"
+)
+
+// Measurement is what a heartbeat read on its host. A reading it could not
+// take is nil (or "" for the boot id), never zero.
+type Measurement struct {
+	BootID           string
+	ClockSync        string // SYNCHRONIZED, UNSYNCHRONIZED or UNSPECIFIED
+	ClockMaxError    *time.Duration
+	MemoryAvailable  *int64
+	CPUPressureBP    *int64
+	MemoryPressureBP *int64
+}
+
+// ClockReading replaces the kernel's clock reading (--clock-sync,
+// --clock-max-error); nil fields are read from the kernel.
+type ClockReading struct {
+	Sync     string
+	MaxError *time.Duration
+}
+
+// Measure reads the host: the boot id, available memory and pressure under
+// procRoot (normally /proc), and the clock from adjtimex unless clock
+// overrides it.
+func Measure(procRoot string, clock ClockReading) Measurement {
+	var m Measurement
+	if data, err := os.ReadFile(filepath.Join(procRoot, "sys/kernel/random/boot_id")); err == nil {
+		m.BootID = strings.TrimSpace(string(data))
+	}
+	m.MemoryAvailable = memAvailable(filepath.Join(procRoot, "meminfo"))
+	m.CPUPressureBP = pressure(filepath.Join(procRoot, "pressure/cpu"))
+	m.MemoryPressureBP = pressure(filepath.Join(procRoot, "pressure/memory"))
+	m.ClockSync, m.ClockMaxError = kernelClock()
+	if clock.Sync != "" {
+		m.ClockSync = clock.Sync
+	}
+	if clock.MaxError != nil {
+		m.ClockMaxError = clock.MaxError
+	}
+	return m
+}
+
+// kernelClock asks adjtimex (read-only) whether the clock is synchronised
+// and how large its maximum error is.
+func kernelClock() (string, *time.Duration) {
+	var tx unix.Timex
+	state, err := unix.Adjtimex(&tx)
+	if err != nil {
+		return ClockUnspecified, nil
+	}
+	maxErr := time.Duration(tx.Maxerror) * time.Microsecond
+	if state == unix.TIME_ERROR || tx.Status&unix.STA_UNSYNC != 0 {
+		return ClockUnsynchronized, &maxErr
+	}
+	return ClockSynchronized, &maxErr
+}
+
+// memAvailable reads MemAvailable from a meminfo file, in bytes.
+func memAvailable(path string) *int64 {
+	data, err := os.ReadFile(path)
+	if err != nil {
+		return nil
+	}
+	sc := bufio.NewScanner(bytes.NewReader(data))
+	for sc.Scan() {
+		fields := strings.Fields(sc.Text())
+		if len(fields) >= 2 && fields[0] == "MemAvailable:" {
+			kb, err := strconv.ParseInt(fields[1], 10, 64)
+			if err != nil || kb < 0 || kb > math.MaxInt64/1024 {
+				return nil
+			}
+			bytes := kb * 1024
+			return &bytes
+		}
+	}
+	return nil
+}
+
+// pressure reads the "some avg60" share of a PSI file, in basis points.
+func pressure(path string) *int64 {
+	data, err := os.ReadFile(path)
+	if err != nil {
+		return nil
+	}
+	for _, line := range strings.Split(string(data), "\n") {
+		fields := strings.Fields(line)
+		if len(fields) == 0 || fields[0] != "some" {
+			continue
+		}
+		for _, f := range fields[1:] {
+			if v, ok := strings.CutPrefix(f, "avg60="); ok {
+				pct, err := strconv.ParseFloat(v, 64)
+				if err != nil || pct < 0 || pct > 100 {
+					return nil
+				}
+				bp := int64(math.Round(pct * 100))
+				return &bp
+			}
+		}
+	}
+	return nil
+}
+
+// observe turns a measurement into the node's next observation.
+func (m Measurement) observe(prev *Observation, now time.Time, memoryTight int64) *Observation {
+	o := &Observation{
+		Version:    1,
+		ObservedAt: now.UTC(),
+		Clock:      Clock{Synchronization: m.ClockSync},
+		HostUsage: HostUsage{
+			MemoryAvailableBytes: m.MemoryAvailable,
+			CPUPressureBP:        m.CPUPressureBP,
+			MemoryPressureBP:     m.MemoryPressureBP,
+		},
+	}
+	if o.Clock.Synchronization == "" {
+		o.Clock.Synchronization = ClockUnspecified
+	}
+	if m.ClockMaxError != nil {
+		ms := m.ClockMaxError.Milliseconds()
+		o.Clock.MaxErrorMs = &ms
+	}
+	if prev != nil {
+		o.Version = prev.Version + 1
+	}
+	if m.MemoryAvailable != nil && *m.MemoryAvailable < memoryTight {
+		since := now.UTC()
+		if prev != nil && prev.MemoryTight != nil {
+			since = prev.MemoryTight.Since
+		}
+		o.MemoryTight = &MemoryTight{Since: since}
+	}
+	return o
+}

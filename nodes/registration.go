@@ -1,0 +1,213 @@
+// Package nodes is the node registry every placement of every plugin obeys:
+// a node's admission, drain, isolation and retirement, its live session and
+// the observations its heartbeat reports, and the ledger of usage released
+// when it was isolated (nodes.md).
+//
+// The registration record, its derived status and the rules of each
+// transition are pure values and functions in this file and ledger.go;
+// registry.go runs them against a store in compare-and-swap transactions.
+package nodes
+
+import (
+	"time"
+
+	"github.com/eru-extend/resources/types"
+)
+
+// Admission is whether a node may be part of the cluster at all.
+type Admission string
+
+// Admissions. RETIRED is final.
+const (
+	Admitted Admission = "ADMITTED"
+	Revoked  Admission = "REVOKED"
+	Retired  Admission = "RETIRED"
+)
+
+// Status is a node's state as derived on read (first match wins).
+type Status string
+
+// Statuses, in the order they are decided.
+const (
+	StatusRetired     Status = "RETIRED"
+	StatusRevoked     Status = "REVOKED"
+	StatusUnavailable Status = "UNAVAILABLE"
+	StatusDrained     Status = "DRAINED"
+	StatusDraining    Status = "DRAINING"
+	StatusSyncing     Status = "SYNCING"
+	StatusReady       Status = "READY"
+)
+
+// Statuses lists every status, for validating a --status filter.
+var Statuses = []Status{StatusSyncing, StatusReady, StatusDraining, StatusDrained, StatusUnavailable, StatusRevoked, StatusRetired}
+
+// Keys of the registry, relative to the store prefix.
+const (
+	RegistrationPrefix = "/nodes/"
+	SessionPrefix      = "/sessions/"
+	CommandPrefix      = "/commands/"
+)
+
+// RecordPrefix is where a resource plugin keeps its node records: the record
+// of node n is at RecordPrefix(resource)+n.
+func RecordPrefix(resource string) string { return "/resource/" + resource + "/" }
+
+// RegistrationKey is where a node's registration lives.
+func RegistrationKey(node string) string { return RegistrationPrefix + node }
+
+// SessionKey is where a node's live session lives.
+func SessionKey(node string) string { return SessionPrefix + node }
+
+// Registration is the stored record of one node.
+type Registration struct {
+	NodeID              string    `json:"node_id"`
+	Admission           Admission `json:"admission"`
+	Drain               bool      `json:"drain"`
+	Isolated            bool      `json:"isolated"`
+	IsolatedIncarnation int64     `json:"isolated_incarnation"`
+	Incarnation         int64     `json:"incarnation"`
+	BootID              string    `json:"boot_id"`
+	Version             int64     `json:"registration_version"`
+	CreatedAt           time.Time `json:"created_at"`
+	UpdatedAt           time.Time `json:"updated_at"`
+	// SessionEver is set by the first heartbeat; LastSeen by every one.
+	SessionEver bool         `json:"session_ever"`
+	LastSeen    *time.Time   `json:"last_seen,omitempty"`
+	Observation *Observation `json:"observation,omitempty"`
+	// Released is the isolation ledger: per plugin, the usage isolation
+	// released that later decreases are taken from first.
+	Released map[string]types.Amounts `json:"released,omitempty"`
+}
+
+// Session is the value of a node's session key; the key expires with its
+// lease, so a session that can be read is live.
+type Session struct {
+	Since     time.Time `json:"since"`
+	ExpiresAt time.Time `json:"expires_at"`
+}
+
+// Observation is what the node's last heartbeat measured on its host. A
+// measurement it could not read is nil, never zero.
+type Observation struct {
+	Version     int64        `json:"observation_version"`
+	ObservedAt  time.Time    `json:"observed_at"`
+	Clock       Clock        `json:"clock"`
+	HostUsage   HostUsage    `json:"host_usage"`
+	MemoryTight *MemoryTight `json:"memory_tight,omitempty"`
+}
+
+// Clock is the kernel's view of the node's clock.
+type Clock struct {
+	Synchronization  string `json:"synchronization"` // SYNCHRONIZED, UNSYNCHRONIZED, UNSPECIFIED
+	MaxErrorMs       *int64 `json:"max_error_ms,omitempty"`
+	ExceedsTolerance bool   `json:"exceeds_tolerance"`
+}
+
+// Clock synchronisation states.
+const (
+	ClockSynchronized   = "SYNCHRONIZED"
+	ClockUnsynchronized = "UNSYNCHRONIZED"
+	ClockUnspecified    = "UNSPECIFIED"
+)
+
+// HostUsage is the host's usage sample; pressures are 60-second averages in
+// basis points.
+type HostUsage struct {
+	MemoryAvailableBytes *int64 `json:"memory_available_bytes,omitempty"`
+	CPUPressureBP        *int64 `json:"cpu_pressure_bp,omitempty"`
+	MemoryPressureBP     *int64 `json:"memory_pressure_bp,omitempty"`
+}
+
+// MemoryTight is present while the host's available memory is below the
+// configured floor.
+type MemoryTight struct {
+	Since time.Time `json:"since"`
+}
+
+// Policy is the registry configuration the rules read.
+type Policy struct {
+	RequireSession     bool
+	ClockSkewTolerance time.Duration
+}
+
+// NewRegistration is the record a node gets on its first write.
+func NewRegistration(node string, now time.Time) *Registration {
+	return &Registration{
+		NodeID:    node,
+		Admission: Admitted,
+		Version:   1,
+		CreatedAt: now.UTC(),
+		UpdatedAt: now.UTC(),
+	}
+}
+
+// Status derives the node's status. live says whether its session key is
+// present; holdsUsage whether any plugin records usage on it.
+func (r *Registration) Status(live, holdsUsage bool, p Policy) Status {
+	switch {
+	case r.Admission == Retired:
+		return StatusRetired
+	case r.Admission == Revoked:
+		return StatusRevoked
+	case r.Isolated || (r.SessionEver && !live):
+		return StatusUnavailable
+	case r.Drain && !holdsUsage:
+		return StatusDrained
+	case r.Drain:
+		return StatusDraining
+	case p.RequireSession && !r.SessionEver:
+		return StatusSyncing
+	default:
+		return StatusReady
+	}
+}
+
+// ClockExceeds reports whether the observed clock is unsynchronised or its
+// maximum error is beyond the tolerance.
+func (o *Observation) ClockExceeds(tolerance time.Duration) bool {
+	if o == nil {
+		return false
+	}
+	if o.Clock.Synchronization == ClockUnsynchronized {
+		return true
+	}
+	return o.Clock.MaxErrorMs != nil && time.Duration(*o.Clock.MaxErrorMs)*time.Millisecond > tolerance
+}
+
+// Refusal says why the node may not take new work, or "" when it may. A nil
+// registration is a node the registry has never seen: it may.
+func (r *Registration) Refusal(live bool, p Policy) string {
+	if r == nil {
+		return ""
+	}
+	switch {
+	case r.Admission == Retired:
+		return "node is retired"
+	case r.Admission == Revoked:
+		return "node is revoked"
+	case r.Isolated:
+		return "node is isolated"
+	case r.SessionEver && !live:
+		return "node is unavailable: its session expired"
+	case r.Drain:
+		return "node is draining"
+	case p.RequireSession && !r.SessionEver:
+		return "node is syncing: no session has reported yet"
+	}
+	if live && r.Observation != nil {
+		if r.Observation.MemoryTight != nil {
+			return "node memory is tight"
+		}
+		if r.Observation.ClockExceeds(p.ClockSkewTolerance) {
+			return "node clock exceeds tolerance"
+		}
+	}
+	return ""
+}
+
+// touch advances the version and the update time: every operator-visible
+// change calls it.
+func (r *Registration) touch(now time.Time) {
+	r.Version++
+	r.UpdatedAt = now.UTC()
+}

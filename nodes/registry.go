@@ -1,0 +1,357 @@
+package nodes
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"slices"
+	"strings"
+	"time"
+
+	"github.com/eru-extend/resources/store"
+	"github.com/eru-extend/resources/types"
+)
+
+// Registry runs the operator commands of the node registry against a store.
+type Registry struct {
+	Store   store.Store
+	Plugins []Plugin
+	Policy  Policy
+	Now     func() time.Time
+}
+
+func (r *Registry) now() time.Time {
+	if r.Now != nil {
+		return r.Now()
+	}
+	return time.Now()
+}
+
+// nodeKeys are the keys one node's operator command reads.
+func (r *Registry) nodeKeys(node string) []string {
+	keys := []string{RegistrationKey(node), SessionKey(node)}
+	for _, p := range r.Plugins {
+		keys = append(keys, p.RecordPrefix()+node)
+	}
+	return append(keys, r.sharedKeys()...)
+}
+
+func (r *Registry) sharedKeys() []string {
+	var keys []string
+	for _, p := range r.Plugins {
+		for _, k := range p.SharedKeys() {
+			if !slices.Contains(keys, k) {
+				keys = append(keys, k)
+			}
+		}
+	}
+	return keys
+}
+
+// Get reads one node's registration.
+func (r *Registry) Get(ctx context.Context, node string) (*View, error) {
+	snap, err := r.Store.Read(ctx, r.nodeKeys(node), nil)
+	if err != nil {
+		return nil, err
+	}
+	st, err := readState(node, snap.Get, r.Plugins)
+	if err != nil {
+		return nil, err
+	}
+	if st.reg == nil {
+		return nil, notFound(node)
+	}
+	return st.view(r.Plugins, sharedOf(r.Plugins, snap.Get), r.Policy)
+}
+
+func notFound(node string) error {
+	return types.Errorf(types.NotFound, "node %s is not registered", node)
+}
+
+// List reads every registration, ordered by node id, keeping those of the
+// given status when one is given.
+func (r *Registry) List(ctx context.Context, status Status) ([]*View, error) {
+	prefixes := []string{RegistrationPrefix, SessionPrefix}
+	for _, p := range r.Plugins {
+		prefixes = append(prefixes, p.RecordPrefix())
+	}
+	snap, err := r.Store.Read(ctx, r.sharedKeys(), prefixes)
+	if err != nil {
+		return nil, err
+	}
+	shared := sharedOf(r.Plugins, snap.Get)
+	views := []*View{}
+	for _, it := range snap.Under(RegistrationPrefix) {
+		node := strings.TrimPrefix(it.Key, RegistrationPrefix)
+		st, err := readState(node, snap.Get, r.Plugins)
+		if err != nil {
+			return nil, err
+		}
+		v, err := st.view(r.Plugins, shared, r.Policy)
+		if err != nil {
+			return nil, err
+		}
+		if status == "" || v.Status == status {
+			views = append(views, v)
+		}
+	}
+	return views, nil
+}
+
+// change runs a transition on an existing registration as one command:
+// decide returns whether it changed anything; the answer is the record
+// after.
+func (r *Registry) change(ctx context.Context, node string, cmd Command, decide func(st *nodeState, holds bool, status Status) (bool, error)) (json.RawMessage, error) {
+	now := r.now()
+	return Run(ctx, r.Store, cmd, r.nodeKeys(node), now, func(tx *store.Tx) (any, error) {
+		st, err := readState(node, tx.Get, r.Plugins)
+		if err != nil {
+			return nil, err
+		}
+		if st.reg == nil {
+			return nil, notFound(node)
+		}
+		if err := cmd.CheckVersion("node "+node+" registration", st.reg.Version); err != nil {
+			return nil, err
+		}
+		shared := sharedOf(r.Plugins, tx.Get)
+		before, err := st.view(r.Plugins, shared, r.Policy)
+		if err != nil {
+			return nil, err
+		}
+		holds, err := st.holdsUsage(r.Plugins, shared)
+		if err != nil {
+			return nil, err
+		}
+		changed, err := decide(st, holds, before.Status)
+		if err != nil {
+			return nil, err
+		}
+		if !changed {
+			return before, nil
+		}
+		st.reg.touch(now)
+		if err := putRegistration(tx, st.reg); err != nil {
+			return nil, err
+		}
+		return st.view(r.Plugins, shared, r.Policy)
+	})
+}
+
+func putRegistration(tx *store.Tx, reg *Registration) error {
+	data, err := json.Marshal(reg)
+	if err != nil {
+		return err
+	}
+	tx.Put(RegistrationKey(reg.NodeID), data)
+	return nil
+}
+
+func refuse(node string, status Status, why string) error {
+	return types.Errorf(types.FailedPrecondition, "node %s is %s: %s", node, status, why)
+}
+
+// Drain stops new work landing on the node; it reaches DRAINED by itself
+// once the node holds no usage.
+func (r *Registry) Drain(ctx context.Context, node string, cmd Command) (json.RawMessage, error) {
+	return r.change(ctx, node, cmd, func(st *nodeState, _ bool, status Status) (bool, error) {
+		if st.reg.Admission == Retired {
+			return false, refuse(node, status, "a retired node cannot be drained")
+		}
+		if st.reg.Drain {
+			return false, nil
+		}
+		st.reg.Drain = true
+		return true, nil
+	})
+}
+
+// CancelDrain lets the node take new work again.
+func (r *Registry) CancelDrain(ctx context.Context, node string, cmd Command) (json.RawMessage, error) {
+	return r.change(ctx, node, cmd, func(st *nodeState, _ bool, status Status) (bool, error) {
+		if st.reg.Admission == Retired {
+			return false, refuse(node, status, "a retired node cannot take work again")
+		}
+		if !st.reg.Drain {
+			return false, nil
+		}
+		st.reg.Drain = false
+		return true, nil
+	})
+}
+
+// Retire ends the node for good, leaving a RETIRED tombstone. Only a
+// drained node holding no usage, or an isolated one, may be retired;
+// retiring a retired node answers the tombstone.
+func (r *Registry) Retire(ctx context.Context, node string, cmd Command) (json.RawMessage, error) {
+	return r.change(ctx, node, cmd, func(st *nodeState, holds bool, status Status) (bool, error) {
+		switch {
+		case st.reg.Admission == Retired:
+			return false, nil
+		case st.reg.Isolated, st.reg.Drain && !holds:
+			st.reg.Admission = Retired
+			return true, nil
+		case st.reg.Drain:
+			return false, refuse(node, status, "it still holds usage; retire it once it is DRAINED, or isolate it")
+		default:
+			return false, refuse(node, status, "only a drained node with no usage, or an isolated one, can be retired")
+		}
+	})
+}
+
+// Revoke withdraws the node's admission: no placement, heartbeats refused.
+func (r *Registry) Revoke(ctx context.Context, node string, cmd Command) (json.RawMessage, error) {
+	return r.change(ctx, node, cmd, func(st *nodeState, _ bool, status Status) (bool, error) {
+		switch st.reg.Admission {
+		case Retired:
+			return false, refuse(node, status, "a retired node cannot be revoked")
+		case Revoked:
+			return false, nil
+		}
+		st.reg.Admission = Revoked
+		return true, nil
+	})
+}
+
+// Admit restores a revoked node's admission.
+func (r *Registry) Admit(ctx context.Context, node string, cmd Command) (json.RawMessage, error) {
+	return r.change(ctx, node, cmd, func(st *nodeState, _ bool, status Status) (bool, error) {
+		switch st.reg.Admission {
+		case Retired:
+			return false, refuse(node, status, "a retired node cannot be admitted again")
+		case Admitted:
+			return false, nil
+		}
+		st.reg.Admission = Admitted
+		return true, nil
+	})
+}
+
+// IsolateResult is isolate's answer.
+type IsolateResult struct {
+	Node                 *View `json:"node"`
+	ReleasedVolumes      int64 `json:"released_volumes"`
+	ReleasedStorageBytes int64 `json:"released_storage_bytes"`
+	ReleasedCPUMillis    int64 `json:"released_cpu_millis"`
+	ReleasedMemoryBytes  int64 `json:"released_memory_bytes"`
+}
+
+// Isolate records that the node's host is gone: refused while its session
+// is live; in one transaction every plugin's usage on the node moves into
+// the registration's ledger. Isolating an isolated node releases nothing.
+func (r *Registry) Isolate(ctx context.Context, node string, cmd Command) (json.RawMessage, error) {
+	now := r.now()
+	return Run(ctx, r.Store, cmd, r.nodeKeys(node), now, func(tx *store.Tx) (any, error) {
+		st, err := readState(node, tx.Get, r.Plugins)
+		if err != nil {
+			return nil, err
+		}
+		if st.reg == nil {
+			return nil, notFound(node)
+		}
+		if err := cmd.CheckVersion("node "+node+" registration", st.reg.Version); err != nil {
+			return nil, err
+		}
+		shared := sharedOf(r.Plugins, tx.Get)
+		before, err := st.view(r.Plugins, shared, r.Policy)
+		if err != nil {
+			return nil, err
+		}
+		switch {
+		case st.reg.Admission == Retired:
+			return nil, refuse(node, before.Status, "a retired node cannot be isolated")
+		case st.session != nil:
+			return nil, refuse(node, before.Status, fmt.Sprintf("its session is live until %s; isolate a node only once its host is gone", st.session.ExpiresAt.UTC().Format(time.RFC3339)))
+		case st.reg.Isolated:
+			return &IsolateResult{Node: before}, nil
+		}
+		res := &IsolateResult{}
+		figures := map[string]int64{}
+		for _, p := range r.Plugins {
+			data, ok := st.records[p.Name()]
+			if !ok {
+				continue
+			}
+			next, held, err := p.Release(data)
+			if err != nil {
+				return nil, types.Wrap(types.Internal, err, p.Name()+" record of node "+node)
+			}
+			if held.IsZero() {
+				continue
+			}
+			if !st.reg.Release(p.Name(), held) {
+				return nil, types.Errorf(types.Internal, "node %s: the %s ledger would overflow", node, p.Name())
+			}
+			tx.Put(p.RecordPrefix()+node, next)
+			st.records[p.Name()] = next
+			for k, v := range p.IsolationFigures(held) {
+				figures[k] += v
+			}
+		}
+		st.reg.Isolated = true
+		st.reg.IsolatedIncarnation = st.reg.Incarnation
+		st.reg.touch(now)
+		if err := putRegistration(tx, st.reg); err != nil {
+			return nil, err
+		}
+		if res.Node, err = st.view(r.Plugins, shared, r.Policy); err != nil {
+			return nil, err
+		}
+		res.ReleasedVolumes = figures["released_volumes"]
+		res.ReleasedStorageBytes = figures["released_storage_bytes"]
+		res.ReleasedCPUMillis = figures["released_cpu_millis"]
+		res.ReleasedMemoryBytes = figures["released_memory_bytes"]
+		return res, nil
+	})
+}
+
+// Heartbeat refreshes the node's session for ttl and records what was
+// measured on its host. A node that never registered is registered by its
+// first heartbeat; a new boot id starts a new incarnation, which clears
+// isolation. Retired and revoked nodes are refused.
+func (r *Registry) Heartbeat(ctx context.Context, node string, m Measurement, ttl time.Duration, memoryTight int64, cmd Command) (json.RawMessage, error) {
+	now := r.now()
+	return Run(ctx, r.Store, cmd, r.nodeKeys(node), now, func(tx *store.Tx) (any, error) {
+		st, err := readState(node, tx.Get, r.Plugins)
+		if err != nil {
+			return nil, err
+		}
+		if st.reg == nil {
+			st.reg = NewRegistration(node, now)
+		} else if err := cmd.CheckVersion("node "+node+" registration", st.reg.Version); err != nil {
+			return nil, err
+		}
+		reg := st.reg
+		switch reg.Admission {
+		case Retired:
+			return nil, refuse(node, StatusRetired, "a retired node cannot report again; a new host takes a new node name")
+		case Revoked:
+			return nil, refuse(node, StatusRevoked, "its admission is revoked; admit it first")
+		}
+		if m.BootID != "" && m.BootID != reg.BootID {
+			reg.BootID = m.BootID
+			reg.Incarnation++
+			reg.Isolated = false
+			reg.touch(now)
+		}
+		reg.SessionEver = true
+		seen := now.UTC()
+		reg.LastSeen = &seen
+		reg.Observation = m.observe(reg.Observation, now, memoryTight)
+
+		session := Session{Since: now.UTC(), ExpiresAt: now.Add(ttl).UTC()}
+		if st.session != nil {
+			session.Since = st.session.Since
+		}
+		data, err := json.Marshal(session)
+		if err != nil {
+			return nil, err
+		}
+		tx.PutTTL(SessionKey(node), data, ttl)
+		st.session = &session
+		if err := putRegistration(tx, reg); err != nil {
+			return nil, err
+		}
+		return st.view(r.Plugins, sharedOf(r.Plugins, tx.Get), r.Policy)
+	})
+}

@@ -1,0 +1,114 @@
+package overcommit
+
+import (
+	"math"
+	"strconv"
+
+	"github.com/eru-extend/resources/types"
+)
+
+// DeployCapacity is how many more workloads of w the node admits: the
+// smaller of what is left of schedulable CPU and memory over the request,
+// for the resources it asks, never negative, capped at maxDeploy.
+func (n *Node) DeployCapacity(w *WorkloadRequest, d Defaults, maxDeploy int) types.NodeCapacity {
+	s := n.Schedulable(d)
+	capacity := int64(maxDeploy)
+	if w.CPURequestMillis > 0 {
+		capacity = min(capacity, max(0, s.CPUMillis-n.Usage.CPUMillis)/w.CPURequestMillis)
+	}
+	if w.MemoryRequest > 0 {
+		capacity = min(capacity, max(0, s.MemoryBytes-n.Usage.MemoryBytes)/w.MemoryRequest)
+	}
+	cpuUsed, memUsed := fraction(n.Usage.CPUMillis, s.CPUMillis), fraction(n.Usage.MemoryBytes, s.MemoryBytes)
+	usage, rate := cpuUsed, fraction(w.CPURequestMillis, s.CPUMillis)
+	if memUsed > cpuUsed {
+		usage, rate = memUsed, fraction(w.MemoryRequest, s.MemoryBytes)
+	}
+	return types.NodeCapacity{Capacity: int(capacity), Usage: usage, Rate: rate, Weight: 1}
+}
+
+func fraction(part, whole int64) float64 {
+	if whole <= 0 {
+		return 0
+	}
+	return float64(part) / float64(whole)
+}
+
+// Admit checks that count workloads of w fit what is left of schedulable,
+// and refuses with the figures when they do not.
+func (n *Node) Admit(w *WorkloadRequest, count int, d Defaults, maxDeploy int) error {
+	if count <= 0 {
+		return types.Invalid("deploy_count %d: want at least 1", count)
+	}
+	if count > maxDeploy {
+		return types.Errorf(types.ResourceExhausted, "deploy_count %d is above scheduler.max_deploy_count %d", count, maxDeploy)
+	}
+	return n.fits(Amount{CPUMillis: mulSat(w.CPURequestMillis, int64(count)), MemoryBytes: mulSat(w.MemoryRequest, int64(count))}, d,
+		func(what string) string { return plural(count) + " of " + what })
+}
+
+// fits refuses when more would take usage past schedulable.
+func (n *Node) fits(more Amount, d Defaults, label func(string) string) error {
+	s := n.Schedulable(d)
+	cpu, mem := n.Ratios(d)
+	if more.CPUMillis > 0 && n.Usage.CPUMillis+more.CPUMillis > s.CPUMillis {
+		return types.Errorf(types.ResourceExhausted, "cpu: %s need %d millicores, %d of %d schedulable are left (host %d millicores x ratio %d)",
+			label(fmtMillis(more.CPUMillis)+" CPUs"), more.CPUMillis, max(0, s.CPUMillis-n.Usage.CPUMillis), s.CPUMillis, n.Capacity.CPUMillis, cpu.Ratio)
+	}
+	if more.MemoryBytes > 0 && n.Usage.MemoryBytes+more.MemoryBytes > s.MemoryBytes {
+		return types.Errorf(types.ResourceExhausted, "memory: %s need %d bytes, %d of %d schedulable are left (host %d bytes x ratio %d)",
+			label("memory"), more.MemoryBytes, max(0, s.MemoryBytes-n.Usage.MemoryBytes), s.MemoryBytes, n.Capacity.MemoryBytes, mem.Ratio)
+	}
+	return nil
+}
+
+func plural(count int) string {
+	if count == 1 {
+		return "1 workload"
+	}
+	return strconv.Itoa(count) + " workloads"
+}
+
+// mulSat multiplies, saturating instead of overflowing.
+func mulSat(a, b int64) int64 {
+	if p, ok := types.MulInt64(a, b); ok {
+		return p
+	}
+	return math.MaxInt64 / 2
+}
+
+// Realloc adds a request's deltas to a workload, refuses a result below
+// zero, and admits growth against what is left of schedulable. It returns
+// the new workload, the change, and whether the change grows the workload.
+func (n *Node) Realloc(old *Workload, delta *WorkloadRequest, d Defaults) (*Workload, *Workload, bool, error) {
+	next := &WorkloadRequest{
+		CPURequestMillis: old.CPURequestMillis + delta.CPURequestMillis,
+		CPULimitMillis:   old.CPULimitMillis + delta.CPULimitMillis,
+		MemoryRequest:    old.MemoryRequest + delta.MemoryRequest,
+		MemoryLimit:      old.MemoryLimit + delta.MemoryLimit,
+	}
+	for _, f := range []struct {
+		what string
+		v    int64
+	}{{"cpu request", next.CPURequestMillis}, {"cpu limit", next.CPULimitMillis}, {"memory request", next.MemoryRequest}, {"memory limit", next.MemoryLimit}} {
+		if f.v < 0 {
+			return nil, nil, false, types.Invalid("%s would go below zero (%d)", f.what, f.v)
+		}
+		if f.v > MaxHost {
+			return nil, nil, false, types.Invalid("%s would be too large (%d)", f.what, f.v)
+		}
+	}
+	next.reconcile()
+	grow := Amount{CPUMillis: max(0, next.CPURequestMillis-old.CPURequestMillis), MemoryBytes: max(0, next.MemoryRequest-old.MemoryRequest)}
+	if err := n.fits(grow, d, func(what string) string { return "growing by " + what }); err != nil {
+		return nil, nil, false, err
+	}
+	nw := Workload(*next)
+	diff := &Workload{
+		CPURequestMillis: nw.CPURequestMillis - old.CPURequestMillis,
+		CPULimitMillis:   nw.CPULimitMillis - old.CPULimitMillis,
+		MemoryRequest:    nw.MemoryRequest - old.MemoryRequest,
+		MemoryLimit:      nw.MemoryLimit - old.MemoryLimit,
+	}
+	return &nw, diff, grow != Amount{}, nil
+}

@@ -1,0 +1,375 @@
+package overcommit
+
+import (
+	"bytes"
+	"encoding/json"
+	"fmt"
+	"slices"
+	"strings"
+
+	"github.com/eru-extend/resources/types"
+)
+
+// Amount is CPU in millicores and memory in bytes: a host's resources or
+// what workloads hold.
+type Amount struct {
+	CPUMillis   int64 `json:"cpu_millis"`
+	MemoryBytes int64 `json:"memory_bytes"`
+}
+
+// Override is a node's own ratios; nil follows the default.
+type Override struct {
+	CPU    *int64 `json:"cpu,omitempty"`
+	Memory *int64 `json:"memory,omitempty"`
+}
+
+// Node is one node's compute record. Version advances when its overrides
+// change.
+type Node struct {
+	Capacity Amount   `json:"capacity"`
+	Usage    Amount   `json:"usage"`
+	Override Override `json:"override"`
+	Version  int64    `json:"version"`
+}
+
+// Capacity is the capacity as the verbs answer it: the host, and the
+// figures in effect (informational).
+type Capacity struct {
+	CPUMillis              int64 `json:"cpu_millis"`
+	MemoryBytes            int64 `json:"memory_bytes"`
+	CPURatio               int64 `json:"cpu_ratio"`
+	MemoryRatio            int64 `json:"memory_ratio"`
+	SchedulableCPUMillis   int64 `json:"schedulable_cpu_millis"`
+	SchedulableMemoryBytes int64 `json:"schedulable_memory_bytes"`
+}
+
+// Ratios are the ratios in effect on the node.
+func (n *Node) Ratios(d Defaults) (cpu, memory Effective) {
+	return effective(n.Override.CPU, d.CPU), effective(n.Override.Memory, d.Memory)
+}
+
+// Schedulable is host × ratio for both resources.
+func (n *Node) Schedulable(d Defaults) Amount {
+	cpu, mem := n.Ratios(d)
+	return Amount{CPUMillis: schedulable(n.Capacity.CPUMillis, cpu.Ratio), MemoryBytes: schedulable(n.Capacity.MemoryBytes, mem.Ratio)}
+}
+
+// View is the capacity extended with the figures in effect.
+func (n *Node) View(d Defaults) Capacity {
+	cpu, mem := n.Ratios(d)
+	s := n.Schedulable(d)
+	return Capacity{
+		CPUMillis: n.Capacity.CPUMillis, MemoryBytes: n.Capacity.MemoryBytes,
+		CPURatio: cpu.Ratio, MemoryRatio: mem.Ratio,
+		SchedulableCPUMillis: s.CPUMillis, SchedulableMemoryBytes: s.MemoryBytes,
+	}
+}
+
+// DecodeNode reads a stored record.
+func DecodeNode(data []byte) (*Node, error) {
+	n := &Node{}
+	if err := json.Unmarshal(data, n); err != nil {
+		return nil, fmt.Errorf("stored compute record: %w", err)
+	}
+	return n, nil
+}
+
+// Validate checks a record: nothing negative, nothing too large, overrides
+// in range. Usage above schedulable is allowed: core already decided.
+func (n *Node) Validate() error {
+	for _, c := range []struct {
+		what string
+		v    int64
+	}{
+		{"capacity cpu_millis", n.Capacity.CPUMillis}, {"capacity memory_bytes", n.Capacity.MemoryBytes},
+		{"usage cpu_millis", n.Usage.CPUMillis}, {"usage memory_bytes", n.Usage.MemoryBytes},
+	} {
+		if c.v < 0 {
+			return types.Invalid("%s would be %d, below zero", c.what, c.v)
+		}
+		if c.v > MaxHost {
+			return types.Invalid("%s %d is too large", c.what, c.v)
+		}
+	}
+	if o := n.Override.CPU; o != nil {
+		if err := CheckRatio("cpu", *o); err != nil {
+			return err
+		}
+	}
+	if o := n.Override.Memory; o != nil {
+		if err := CheckRatio("memory", *o); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// nodeRequest is a node resource as a person writes it: {"cpu": 16,
+// "memory": "64G"}.
+type nodeRequest struct {
+	CPU       int64
+	HasCPU    bool
+	Memory    int64
+	HasMemory bool
+}
+
+func decodeObject(raw json.RawMessage, what string) (map[string]json.RawMessage, error) {
+	raw = bytes.TrimSpace(raw)
+	if len(raw) == 0 || bytes.Equal(raw, []byte("null")) {
+		return nil, nil
+	}
+	if raw[0] != '{' {
+		return nil, types.Invalid("%s: want a JSON object, got %s", what, types.Clip(raw))
+	}
+	var m map[string]json.RawMessage
+	if err := json.Unmarshal(raw, &m); err != nil {
+		return nil, types.Invalid("%s: %v", what, err)
+	}
+	return m, nil
+}
+
+func isNull(raw json.RawMessage) bool {
+	raw = bytes.TrimSpace(raw)
+	return len(raw) == 0 || bytes.Equal(raw, []byte("null"))
+}
+
+func refuseUnknown(m map[string]json.RawMessage, what string, allowed ...string) error {
+	for k := range m {
+		if !slices.Contains(allowed, k) {
+			return types.Invalid("%s: unknown key %q (known: %s)", what, k, strings.Join(allowed, ", "))
+		}
+	}
+	return nil
+}
+
+func parseNodeRequest(m map[string]json.RawMessage, signed bool) (*nodeRequest, error) {
+	if err := refuseUnknown(m, "compute request", "cpu", "memory"); err != nil {
+		return nil, err
+	}
+	q := &nodeRequest{}
+	if raw, ok := m["cpu"]; ok && !isNull(raw) {
+		v, err := parseMillisJSON(raw, signed)
+		if err != nil {
+			return nil, types.Invalid("%v", err)
+		}
+		q.CPU, q.HasCPU = v, true
+	}
+	if raw, ok := m["memory"]; ok && !isNull(raw) {
+		v, err := types.ParseSizeJSON(raw, signed)
+		if err != nil {
+			return nil, types.Invalid("memory: %v", err)
+		}
+		q.Memory, q.HasMemory = v, true
+	}
+	return q, nil
+}
+
+// snapshotKeys are the stored key names a rollback snapshot carries.
+func isSnapshot(m map[string]json.RawMessage) bool {
+	for _, k := range []string{"cpu_millis", "memory_bytes"} {
+		var n json.Number
+		if raw, ok := m[k]; !ok || json.Unmarshal(raw, &n) != nil {
+			return false
+		}
+	}
+	return true
+}
+
+// decodeAmount reads stored-form figures (extra informational keys of a
+// capacity snapshot are ignored).
+func decodeAmount(raw json.RawMessage, what string) (Amount, error) {
+	var a Amount
+	if err := json.Unmarshal(raw, &a); err != nil {
+		return Amount{}, types.Invalid("%s: not a stored compute resource: %v", what, err)
+	}
+	return a, nil
+}
+
+// AddNode builds a new node's record: the request's cpu and memory, else
+// the engine's compute resource, else its NCPU and MemTotal.
+func AddNode(request json.RawMessage, info *types.EngineInfo) (*Node, error) {
+	m, err := decodeObject(request, "resource")
+	if err != nil {
+		return nil, err
+	}
+	q, err := parseNodeRequest(m, false)
+	if err != nil {
+		return nil, err
+	}
+	if info != nil && (!q.HasCPU || !q.HasMemory) {
+		if raw := info.Resources["compute"]; len(raw) > 0 && !isNull(json.RawMessage(raw)) {
+			rm, err := decodeObject(json.RawMessage(raw), "info.Resources.compute")
+			if err != nil {
+				return nil, err
+			}
+			reported, err := parseNodeRequest(rm, false)
+			if err != nil {
+				return nil, types.Invalid("info.Resources.compute: %v", err)
+			}
+			if !q.HasCPU && reported.HasCPU {
+				q.CPU, q.HasCPU = reported.CPU, true
+			}
+			if !q.HasMemory && reported.HasMemory {
+				q.Memory, q.HasMemory = reported.Memory, true
+			}
+		}
+		if !q.HasCPU && info.NCPU > 0 {
+			q.CPU, q.HasCPU = info.NCPU*1000, true
+		}
+		if !q.HasMemory && info.MemTotal > 0 {
+			q.Memory, q.HasMemory = info.MemTotal, true
+		}
+	}
+	if !q.HasCPU || !q.HasMemory {
+		return nil, types.Invalid("the node's cpu and memory are unknown: give them ({\"cpu\": 16, \"memory\": \"64G\"}) or let the engine report them")
+	}
+	n := &Node{Capacity: Amount{CPUMillis: q.CPU, MemoryBytes: q.Memory}}
+	return n, n.Validate()
+}
+
+// SetCapacity applies set-node-resource-capacity: a request ({"cpu",
+// "memory"}) or a stored-form snapshot, absolute or as a delta.
+func (n *Node) SetCapacity(resource, request json.RawMessage, delta, incr bool) (*Node, error) {
+	out := *n
+	raw := request
+	if isNull(raw) {
+		raw = resource
+	}
+	m, err := decodeObject(raw, "resource_request")
+	if err != nil || m == nil {
+		return &out, err
+	}
+	var change Amount
+	var hasCPU, hasMem bool
+	if isSnapshot(m) {
+		if change, err = decodeAmount(raw, "resource_request"); err != nil {
+			return nil, err
+		}
+		hasCPU, hasMem = true, true
+	} else {
+		q, err := parseNodeRequest(m, false)
+		if err != nil {
+			return nil, err
+		}
+		change, hasCPU, hasMem = Amount{CPUMillis: q.CPU, MemoryBytes: q.Memory}, q.HasCPU, q.HasMemory
+	}
+	out.Capacity = apply(out.Capacity, change, hasCPU, hasMem, delta, incr)
+	return &out, out.Validate()
+}
+
+// apply replaces (absolute) or adds/subtracts (delta) the given figures.
+func apply(cur, change Amount, hasCPU, hasMem, delta, incr bool) Amount {
+	sign := int64(1)
+	if !incr {
+		sign = -1
+	}
+	if hasCPU {
+		if delta {
+			cur.CPUMillis += sign * change.CPUMillis
+		} else {
+			cur.CPUMillis = change.CPUMillis
+		}
+	}
+	if hasMem {
+		if delta {
+			cur.MemoryBytes += sign * change.MemoryBytes
+		} else {
+			cur.MemoryBytes = change.MemoryBytes
+		}
+	}
+	return cur
+}
+
+// Restore builds a record verbatim from set-node-resource-info.
+func Restore(capacity, usage json.RawMessage) (*Node, error) {
+	if isNull(capacity) {
+		return nil, types.Invalid("capacity: missing")
+	}
+	c, err := decodeAmount(capacity, "capacity")
+	if err != nil {
+		return nil, err
+	}
+	n := &Node{Capacity: c}
+	if !isNull(usage) {
+		if n.Usage, err = decodeAmount(usage, "usage"); err != nil {
+			return nil, err
+		}
+	}
+	return n, n.Validate()
+}
+
+// NextUsage computes set-node-resource-usage without validating it.
+func (n *Node) NextUsage(resource, request, workloads json.RawMessage, delta, incr bool) (*Node, error) {
+	var change Amount
+	hasCPU, hasMem := true, true
+	m, err := decodeObject(request, "resource_request")
+	if err != nil {
+		return nil, err
+	}
+	switch {
+	case m != nil && isSnapshot(m):
+		if change, err = decodeAmount(request, "resource_request"); err != nil {
+			return nil, err
+		}
+	case m != nil:
+		q, err := parseNodeRequest(m, false)
+		if err != nil {
+			return nil, err
+		}
+		change, hasCPU, hasMem = Amount{CPUMillis: q.CPU, MemoryBytes: q.Memory}, q.HasCPU, q.HasMemory
+	case !isNull(resource):
+		if _, err := decodeObject(resource, "resource"); err != nil {
+			return nil, err
+		}
+		if change, err = decodeAmount(resource, "resource"); err != nil {
+			return nil, err
+		}
+	default:
+		list, err := DecodeWorkloads(workloads)
+		if err != nil {
+			return nil, err
+		}
+		if change, err = sumWorkloads(list); err != nil {
+			return nil, err
+		}
+	}
+	if change.CPUMillis > MaxHost || change.CPUMillis < -MaxHost || change.MemoryBytes > MaxHost || change.MemoryBytes < -MaxHost {
+		return nil, types.Invalid("usage change %+v is too large", change)
+	}
+	out := *n
+	out.Usage = apply(out.Usage, change, hasCPU, hasMem, delta, incr)
+	return &out, nil
+}
+
+// Held flattens the usage for the node registry.
+func (n *Node) Held() types.Amounts {
+	return types.Amounts{"cpu_millis": n.Usage.CPUMillis, "memory_bytes": n.Usage.MemoryBytes}
+}
+
+// WithHeld sets the usage from amounts.
+func (n *Node) WithHeld(a types.Amounts) *Node {
+	out := *n
+	out.Usage = Amount{CPUMillis: a["cpu_millis"], MemoryBytes: a["memory_bytes"]}
+	return &out
+}
+
+// Recompute sums the workloads' requests, less what isolation released, and
+// lists the disagreements with the stored usage.
+func (n *Node) Recompute(ws []*Workload, released types.Amounts) (*Node, []string, error) {
+	sum, err := sumWorkloads(ws)
+	if err != nil {
+		return nil, nil, err
+	}
+	sum.CPUMillis = max(0, sum.CPUMillis-released["cpu_millis"])
+	sum.MemoryBytes = max(0, sum.MemoryBytes-released["memory_bytes"])
+	diffs := []string{}
+	if sum.CPUMillis != n.Usage.CPUMillis {
+		diffs = append(diffs, fmt.Sprintf("cpu: stored usage %d millicores, workloads hold %d", n.Usage.CPUMillis, sum.CPUMillis))
+	}
+	if sum.MemoryBytes != n.Usage.MemoryBytes {
+		diffs = append(diffs, fmt.Sprintf("memory: stored usage %d bytes, workloads hold %d", n.Usage.MemoryBytes, sum.MemoryBytes))
+	}
+	out := *n
+	out.Usage = sum
+	return &out, diffs, out.Validate()
+}

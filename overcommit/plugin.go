@@ -1,0 +1,188 @@
+package overcommit
+
+import (
+	"encoding/json"
+	"strconv"
+	"strings"
+
+	"github.com/eru-extend/resources/types"
+)
+
+// Plugin is the compute resource as the plugin command layer drives it.
+type Plugin struct{}
+
+// Name is the resource's name in core.
+func (Plugin) Name() string { return "compute" }
+
+// SharedKeys: every decision reads the cluster-wide defaults.
+func (Plugin) SharedKeys() []string { return []string{DefaultsKey} }
+
+// Decode reads a stored record.
+func (Plugin) Decode(data []byte) (*Node, error) { return DecodeNode(data) }
+
+// Encode writes a record.
+func (Plugin) Encode(n *Node) ([]byte, error) { return json.Marshal(n) }
+
+// Empty is a node compute has never seen: no CPU, no memory.
+func (Plugin) Empty() *Node { return &Node{} }
+
+// View is the capacity with the figures in effect, and the usage.
+func (Plugin) View(n *Node, env types.Env) (any, any) { return n.View(defaultsOf(env)), n.Usage }
+
+// Held flattens the usage.
+func (Plugin) Held(n *Node) types.Amounts { return n.Held() }
+
+// WithHeld sets the usage from amounts.
+func (Plugin) WithHeld(n *Node, a types.Amounts) *Node { return n.WithHeld(a) }
+
+// Settle validates a record after a usage write.
+func (Plugin) Settle(n *Node) (*Node, error) { return n, n.Validate() }
+
+// LedgerView renders released usage.
+func (Plugin) LedgerView(a types.Amounts) any {
+	return Amount{CPUMillis: a["cpu_millis"], MemoryBytes: a["memory_bytes"]}
+}
+
+// IsolationFigures are the CPU and memory released.
+func (Plugin) IsolationFigures(a types.Amounts) map[string]int64 {
+	return map[string]int64{"released_cpu_millis": a["cpu_millis"], "released_memory_bytes": a["memory_bytes"]}
+}
+
+// AddNode builds a new node's record.
+func (Plugin) AddNode(request json.RawMessage, info *types.EngineInfo) (*Node, error) {
+	return AddNode(request, info)
+}
+
+// SetCapacity changes a node's host figures.
+func (Plugin) SetCapacity(n *Node, resource, request json.RawMessage, delta, incr bool) (*Node, error) {
+	return n.SetCapacity(resource, request, delta, incr)
+}
+
+// Restore builds a record verbatim.
+func (Plugin) Restore(capacity, usage json.RawMessage) (*Node, error) { return Restore(capacity, usage) }
+
+// NextUsage computes a usage write.
+func (Plugin) NextUsage(n *Node, resource, request, workloads json.RawMessage, delta, incr bool) (*Node, error) {
+	return n.NextUsage(resource, request, workloads, delta, incr)
+}
+
+// Recompute sums the workloads and lists the disagreements.
+func (Plugin) Recompute(n *Node, workloads json.RawMessage, released types.Amounts) (*Node, []string, error) {
+	list, err := DecodeWorkloads(workloads)
+	if err != nil {
+		return nil, nil, err
+	}
+	return n.Recompute(list, released)
+}
+
+// ParseRequest reads a workload request.
+func (Plugin) ParseRequest(raw json.RawMessage) (*WorkloadRequest, error) {
+	return ParseWorkloadRequest(raw, false)
+}
+
+// DeployCapacity answers the capacity query for one node.
+func (Plugin) DeployCapacity(n *Node, w *WorkloadRequest, env types.Env) types.NodeCapacity {
+	return n.DeployCapacity(w, defaultsOf(env), env.MaxDeployCount)
+}
+
+// Deploy admits count workloads, or refuses with the figures.
+func (Plugin) Deploy(n *Node, w *WorkloadRequest, count int, env types.Env) (*types.Deploy, error) {
+	if err := n.Admit(w, count, defaultsOf(env), env.MaxDeployCount); err != nil {
+		return nil, err
+	}
+	out := &types.Deploy{EnginesParams: make([]any, 0, count), WorkloadsResource: make([]any, 0, count)}
+	for range count {
+		out.EnginesParams = append(out.EnginesParams, struct{}{})
+		wl := Workload(*w)
+		out.WorkloadsResource = append(out.WorkloadsResource, &wl)
+	}
+	return out, nil
+}
+
+// Realloc resizes a workload by the request's deltas.
+func (Plugin) Realloc(n *Node, workload, request json.RawMessage, env types.Env) (*types.Realloc, bool, error) {
+	old, err := DecodeWorkload(workload)
+	if err != nil {
+		return nil, false, err
+	}
+	delta, err := ParseWorkloadRequest(request, true)
+	if err != nil {
+		return nil, false, err
+	}
+	next, diff, grows, err := n.Realloc(old, delta, defaultsOf(env))
+	if err != nil {
+		return nil, false, err
+	}
+	return &types.Realloc{EngineParams: struct{}{}, DeltaResource: diff, WorkloadResource: next}, grows, nil
+}
+
+// Remap has nothing to move: compute sets no engine limits.
+func (Plugin) Remap(_ *Node, workloads json.RawMessage, _ types.Env) (*types.Remap, error) {
+	if _, err := decodeObject(workloads, "workloads_resource"); err != nil {
+		return nil, err
+	}
+	return &types.Remap{EngineParamsMap: map[string]any{}}, nil
+}
+
+// MostIdle answers the node with the lowest used CPU fraction.
+func (Plugin) MostIdle(nodenames []string, load func() (map[string]*Node, types.Env, error)) (*types.MostIdle, error) {
+	recs, env, err := load()
+	if err != nil {
+		return nil, err
+	}
+	d := defaultsOf(env)
+	best, bestFrac := "", 0.0
+	for _, name := range nodenames {
+		n, ok := recs[name]
+		if !ok {
+			continue
+		}
+		s := n.Schedulable(d).CPUMillis
+		if s <= 0 {
+			continue
+		}
+		if f := float64(n.Usage.CPUMillis) / float64(s); best == "" || f < bestFrac {
+			best, bestFrac = name, f
+		}
+	}
+	if best == "" {
+		return &types.MostIdle{Nodename: nodenames[0], Priority: 0}, nil
+	}
+	return &types.MostIdle{Nodename: best, Priority: 1}, nil
+}
+
+// MetricsDescription declares compute's gauges.
+func (Plugin) MetricsDescription() []types.MetricDescription {
+	labels := []string{"podname", "nodename"}
+	g := func(name, help string) types.MetricDescription {
+		return types.MetricDescription{Name: name, Help: help, Type: "gauge", Labels: labels}
+	}
+	return []types.MetricDescription{
+		g("compute_cpu_schedulable_millis", "millicores placement admits against: host times ratio"),
+		g("compute_cpu_used_millis", "millicores workloads requested"),
+		g("compute_memory_schedulable_bytes", "bytes of memory placement admits against: host times ratio"),
+		g("compute_memory_used_bytes", "bytes of memory workloads requested"),
+		g("compute_cpu_ratio", "CPU overcommit ratio in effect, in thousandths"),
+		g("compute_memory_ratio", "memory overcommit ratio in effect, in thousandths"),
+	}
+}
+
+// Metrics answers the node's samples.
+func (Plugin) Metrics(podname, nodename string, n *Node, env types.Env) []types.Metric {
+	d := defaultsOf(env)
+	cpu, mem := n.Ratios(d)
+	s := n.Schedulable(d)
+	base := "core.node." + strings.ReplaceAll(nodename, ".", "_") + ".compute."
+	labels := []string{podname, nodename}
+	m := func(name, suffix string, v int64) types.Metric {
+		return types.Metric{Name: name, Labels: labels, Key: base + suffix, Value: strconv.FormatInt(v, 10)}
+	}
+	return []types.Metric{
+		m("compute_cpu_schedulable_millis", "cpu.schedulable_millis", s.CPUMillis),
+		m("compute_cpu_used_millis", "cpu.used_millis", n.Usage.CPUMillis),
+		m("compute_memory_schedulable_bytes", "memory.schedulable_bytes", s.MemoryBytes),
+		m("compute_memory_used_bytes", "memory.used_bytes", n.Usage.MemoryBytes),
+		m("compute_cpu_ratio", "cpu.ratio", cpu.Ratio),
+		m("compute_memory_ratio", "memory.ratio", mem.Ratio),
+	}
+}

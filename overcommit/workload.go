@@ -1,0 +1,149 @@
+package overcommit
+
+import (
+	"bytes"
+	"encoding/json"
+
+	"github.com/eru-extend/resources/types"
+)
+
+// Workload is a workload's compute resource in stored form.
+type Workload struct {
+	CPURequestMillis int64 `json:"cpu_request_millis"`
+	CPULimitMillis   int64 `json:"cpu_limit_millis"`
+	MemoryRequest    int64 `json:"memory_request"`
+	MemoryLimit      int64 `json:"memory_limit"`
+}
+
+// WorkloadRequest is what a person asks of compute for one workload.
+type WorkloadRequest Workload
+
+// IsEmpty reports whether the request asks for nothing.
+func (w *WorkloadRequest) IsEmpty() bool { return w.CPURequestMillis == 0 && w.MemoryRequest == 0 }
+
+var workloadKeys = []string{"cpu", "memory", "cpu-request", "cpu-limit", "memory-request", "memory-limit"}
+
+// ParseWorkloadRequest reads a workload request: cpu and memory set request
+// and limit; the -request and -limit keys set each; a limit without a
+// request sets the request; a limit below its request is raised to it.
+// signed allows negative values: a realloc's deltas, not reconciled here.
+func ParseWorkloadRequest(raw json.RawMessage, signed bool) (*WorkloadRequest, error) {
+	m, err := decodeObject(raw, "workload request")
+	if err != nil {
+		return nil, err
+	}
+	if err := refuseUnknown(m, "workload request", workloadKeys...); err != nil {
+		return nil, err
+	}
+	w := &WorkloadRequest{}
+	var hasCPUReq, hasCPULim, hasMemReq, hasMemLim bool
+	cpu := func(key string, dst *int64, has *bool) error {
+		if v, ok := m[key]; ok && !isNull(v) {
+			n, err := parseMillisJSON(v, signed)
+			if err != nil {
+				return types.Invalid("%s: %v", key, err)
+			}
+			*dst, *has = n, true
+		}
+		return nil
+	}
+	mem := func(key string, dst *int64, has *bool) error {
+		if v, ok := m[key]; ok && !isNull(v) {
+			n, err := types.ParseSizeJSON(v, signed)
+			if err != nil {
+				return types.Invalid("%s: %v", key, err)
+			}
+			if n > MaxHost || n < -MaxHost {
+				return types.Invalid("%s: %d bytes is too large", key, n)
+			}
+			*dst, *has = n, true
+		}
+		return nil
+	}
+	for _, step := range []error{
+		cpu("cpu", &w.CPURequestMillis, &hasCPUReq),
+		cpu("cpu", &w.CPULimitMillis, &hasCPULim),
+		mem("memory", &w.MemoryRequest, &hasMemReq),
+		mem("memory", &w.MemoryLimit, &hasMemLim),
+		cpu("cpu-request", &w.CPURequestMillis, &hasCPUReq),
+		cpu("cpu-limit", &w.CPULimitMillis, &hasCPULim),
+		mem("memory-request", &w.MemoryRequest, &hasMemReq),
+		mem("memory-limit", &w.MemoryLimit, &hasMemLim),
+	} {
+		if step != nil {
+			return nil, step
+		}
+	}
+	if hasCPULim && !hasCPUReq {
+		w.CPURequestMillis = w.CPULimitMillis
+	}
+	if hasMemLim && !hasMemReq {
+		w.MemoryRequest = w.MemoryLimit
+	}
+	if !signed {
+		w.reconcile()
+	}
+	return w, nil
+}
+
+// reconcile raises each limit to at least its request.
+func (w *WorkloadRequest) reconcile() {
+	w.CPULimitMillis = max(w.CPULimitMillis, w.CPURequestMillis)
+	w.MemoryLimit = max(w.MemoryLimit, w.MemoryRequest)
+}
+
+// DecodeWorkload reads a stored workload resource; null is an empty one.
+func DecodeWorkload(raw json.RawMessage) (*Workload, error) {
+	w := &Workload{}
+	if isNull(raw) {
+		return w, nil
+	}
+	if err := json.Unmarshal(raw, w); err != nil {
+		return nil, types.Invalid("workload resource: %v", err)
+	}
+	for _, v := range []int64{w.CPURequestMillis, w.CPULimitMillis, w.MemoryRequest, w.MemoryLimit} {
+		if v > MaxHost || v < -MaxHost {
+			return nil, types.Invalid("workload resource: %d is out of range", v)
+		}
+	}
+	return w, nil
+}
+
+// DecodeWorkloads reads a list of stored workload resources, skipping nulls.
+func DecodeWorkloads(raw json.RawMessage) ([]*Workload, error) {
+	if isNull(raw) {
+		return nil, nil
+	}
+	if bytes.TrimSpace(raw)[0] != '[' {
+		return nil, types.Invalid("workloads_resource: want a list, got %s", types.Clip(raw))
+	}
+	var items []json.RawMessage
+	if err := json.Unmarshal(raw, &items); err != nil {
+		return nil, types.Invalid("workloads_resource: %v", err)
+	}
+	out := make([]*Workload, 0, len(items))
+	for i, item := range items {
+		if isNull(item) {
+			continue
+		}
+		w, err := DecodeWorkload(item)
+		if err != nil {
+			return nil, types.Invalid("workloads_resource[%d]: %v", i, err)
+		}
+		out = append(out, w)
+	}
+	return out, nil
+}
+
+// sumWorkloads adds up the workloads' requests.
+func sumWorkloads(ws []*Workload) (Amount, error) {
+	var a Amount
+	for _, w := range ws {
+		a.CPUMillis += w.CPURequestMillis
+		a.MemoryBytes += w.MemoryRequest
+		if a.CPUMillis > types.MaxExact || a.MemoryBytes > types.MaxExact || a.CPUMillis < -types.MaxExact || a.MemoryBytes < -types.MaxExact {
+			return Amount{}, types.Invalid("workloads hold more than 2^53 of cpu or memory")
+		}
+	}
+	return a, nil
+}

@@ -1,0 +1,450 @@
+package storage
+
+import (
+	"encoding/json"
+	"fmt"
+	"slices"
+
+	"github.com/eru-extend/resources/types"
+)
+
+// AddNode builds a new node's record from the add-node request and the
+// engine's report. What the request leaves out of volumes and disks comes
+// from the engine's storage resource; with no storage value the flat budget
+// is 80% of the engine's storage total. The volumes' total is added to the
+// budget either way.
+func AddNode(request json.RawMessage, info *types.EngineInfo) (*Node, error) {
+	m, err := decodeObject(request, "resource")
+	if err != nil {
+		return nil, err
+	}
+	q, err := ParseNodeRequest(m)
+	if err != nil {
+		return nil, err
+	}
+	if q.HasRmDisks {
+		return nil, errInvalid("rm-disks: there are no disks to remove when adding a node")
+	}
+	var reported *Resource
+	var engineTotal int64
+	if info != nil {
+		engineTotal = info.StorageTotal
+		if raw := info.Resources["storage"]; len(raw) > 0 && !isNull(json.RawMessage(raw)) {
+			r, err := decodeStored(json.RawMessage(raw), "info.Resources.storage")
+			if err != nil {
+				return nil, err
+			}
+			reported = &r
+			engineTotal = r.Storage
+		}
+	}
+	n := NewNode()
+	switch {
+	case q.HasVolumes:
+		for _, v := range q.Volumes {
+			if v.Size > 0 {
+				n.Capacity.Volumes[v.Device] = v.Size
+			}
+		}
+	case reported != nil:
+		for dev, size := range reported.Volumes {
+			if size > 0 {
+				n.Capacity.Volumes[dev] = size
+			}
+		}
+	}
+	switch {
+	case q.HasDisks:
+		n.Capacity.Disks = slices.Clone(q.Disks)
+	case reported != nil:
+		n.Capacity.Disks = reported.Clone().Disks
+	}
+	flat := q.Storage
+	if !q.HasStorage {
+		if engineTotal < 0 || engineTotal > types.MaxExact {
+			return nil, errInvalid("info: engine storage total %d is out of range", engineTotal)
+		}
+		flat = engineTotal / 10 * 8
+		flat += engineTotal % 10 * 8 / 10
+	}
+	total, ok := sumSizes(flat, n.Capacity.volumeTotal())
+	if !ok {
+		return nil, errInvalid("storage: the budget and the volumes add up to more than 8 PiB")
+	}
+	n.Capacity.Storage = total
+	if err := n.syncUsage(); err != nil {
+		return nil, err
+	}
+	return n, n.Validate()
+}
+
+// SetCapacity applies set-node-resource-capacity: resource_request (request
+// form, or a rollback snapshot in stored form), else resource (stored
+// form); absolute (delta false) or added/subtracted (delta true, incr).
+func (n *Node) SetCapacity(resource, request json.RawMessage, delta, incr bool) (*Node, error) {
+	out := n.Clone()
+	reqM, err := decodeObject(request, "resource_request")
+	if err != nil {
+		return nil, err
+	}
+	resM, err := decodeObject(resource, "resource")
+	if err != nil {
+		return nil, err
+	}
+	switch {
+	case reqM != nil && isSnapshot(reqM):
+		stored, err := decodeStored(request, "resource_request")
+		if err != nil {
+			return nil, err
+		}
+		if err := out.Capacity.apply(stored, delta, incr); err != nil {
+			return nil, err
+		}
+	case reqM != nil:
+		q, err := ParseNodeRequest(reqM)
+		if err != nil {
+			return nil, err
+		}
+		if delta {
+			if q.HasRmDisks {
+				return nil, errInvalid("rm-disks is only valid in absolute mode (delta false)")
+			}
+			err = out.Capacity.apply(q.toResource(), true, incr)
+		} else {
+			err = out.Capacity.applyAbsolute(q)
+		}
+		if err != nil {
+			return nil, err
+		}
+	case resM != nil:
+		stored, err := decodeStored(resource, "resource")
+		if err != nil {
+			return nil, err
+		}
+		if err := out.Capacity.apply(stored, delta, incr); err != nil {
+			return nil, err
+		}
+	}
+	if err := out.syncUsage(); err != nil {
+		return nil, err
+	}
+	return out, out.Validate()
+}
+
+// apply replaces the capacity with a stored-form resource (delta false, a
+// rollback snapshot restored verbatim) or adds or subtracts it.
+func (r *Resource) apply(d Resource, delta, incr bool) error {
+	if !delta {
+		*r = d.Clone()
+		for dev, size := range r.Volumes {
+			if size == 0 {
+				delete(r.Volumes, dev)
+			}
+		}
+		return nil
+	}
+	sign := int64(1)
+	if !incr {
+		sign = -1
+	}
+	for _, dev := range d.sortedDevices() {
+		old, ok := r.Volumes[dev]
+		if !ok && !incr {
+			return types.Errorf(types.FailedPrecondition, "volume %s: the node has no such volume to shrink", dev)
+		}
+		v := old + sign*d.Volumes[dev]
+		switch {
+		case v < 0:
+			return types.Errorf(types.FailedPrecondition, "volume %s: capacity %d minus %d would be negative", dev, old, d.Volumes[dev])
+		case v > types.MaxExact:
+			return errInvalid("volume %s: capacity would exceed 8 PiB", dev)
+		case v == 0:
+			delete(r.Volumes, dev)
+		default:
+			r.Volumes[dev] = v
+		}
+	}
+	s := r.Storage + sign*d.Storage
+	if s < 0 {
+		return types.Errorf(types.FailedPrecondition, "storage: capacity %d minus %d would be negative", r.Storage, d.Storage)
+	}
+	if s > types.MaxExact {
+		return errInvalid("storage: capacity would exceed 8 PiB")
+	}
+	r.Storage = s
+	for _, dd := range d.Disks {
+		cur := r.disk(dd.Device)
+		if cur == nil {
+			if !incr {
+				return types.Errorf(types.FailedPrecondition, "disk %s: the node has no such disk to shrink", dd.Device)
+			}
+			r.Disks = append(r.Disks, Disk{Device: dd.Device, Mounts: slices.Clone(dd.Mounts)})
+			r.Disks[len(r.Disks)-1].SetQuota(dd.Quota())
+			continue
+		}
+		if incr {
+			q := cur.Quota().Plus(dd.Quota())
+			for i, v := range q {
+				if v > types.MaxExact {
+					return errInvalid("disk %s: %s would exceed 2^53", dd.Device, QuotaNames[i])
+				}
+			}
+			cur.SetQuota(q)
+			for _, m := range dd.Mounts {
+				if !slices.Contains(cur.Mounts, m) {
+					cur.Mounts = append(cur.Mounts, m)
+				}
+			}
+			continue
+		}
+		q := cur.Quota().Minus(dd.Quota())
+		for i, v := range q {
+			if v < 0 {
+				return types.Errorf(types.FailedPrecondition, "disk %s: %s %d minus %d would be negative", dd.Device, QuotaNames[i], cur.Quota()[i], dd.Quota()[i])
+			}
+		}
+		cur.SetQuota(q)
+		if q.IsZero() {
+			r.Disks = slices.DeleteFunc(r.Disks, func(x Disk) bool { return x.Device == dd.Device })
+		}
+	}
+	r.normalize()
+	return nil
+}
+
+// applyAbsolute sets what an absolute request names and keeps the rest:
+// each listed volume gets its size (0 removes it), storage becomes the given
+// budget plus the listed volumes' total (or, when not given, moves by the
+// change of the volume total), each listed disk is replaced or added, and
+// rm-disks removes disks.
+func (r *Resource) applyAbsolute(q *NodeRequest) error {
+	oldTotal := r.volumeTotal()
+	for _, v := range q.Volumes {
+		if v.Size == 0 {
+			delete(r.Volumes, v.Device)
+		} else {
+			r.Volumes[v.Device] = v.Size
+		}
+	}
+	switch {
+	case q.HasStorage:
+		total, ok := sumSizes(q.Storage, q.volumeTotal())
+		if !ok {
+			return errInvalid("storage: the budget and the volumes add up to more than 8 PiB")
+		}
+		r.Storage = total
+	case q.HasVolumes:
+		s := r.Storage + r.volumeTotal() - oldTotal
+		if s < 0 {
+			return types.Errorf(types.FailedPrecondition, "storage: removing volumes would take capacity %d below zero", r.Storage)
+		}
+		if s > types.MaxExact {
+			return errInvalid("storage: capacity would exceed 8 PiB")
+		}
+		r.Storage = s
+	}
+	for _, d := range q.Disks {
+		if cur := r.disk(d.Device); cur != nil {
+			*cur = Disk{Device: d.Device, Mounts: slices.Clone(d.Mounts)}
+			cur.SetQuota(d.Quota())
+		} else {
+			r.Disks = append(r.Disks, d)
+		}
+	}
+	for _, dev := range q.RmDisks {
+		if r.disk(dev) == nil {
+			return types.Errorf(types.FailedPrecondition, "rm-disks: the node has no disk %s", dev)
+		}
+		r.Disks = slices.DeleteFunc(r.Disks, func(x Disk) bool { return x.Device == dev })
+	}
+	r.normalize()
+	return nil
+}
+
+// Restore builds a record from set-node-resource-info's capacity and usage,
+// both in stored form, verbatim.
+func Restore(capacity, usage json.RawMessage) (*Node, error) {
+	if isNull(capacity) {
+		return nil, errInvalid("capacity: missing")
+	}
+	c, err := decodeStored(capacity, "capacity")
+	if err != nil {
+		return nil, err
+	}
+	n := &Node{Capacity: c}
+	if !isNull(usage) {
+		u, err := decodeStored(usage, "usage")
+		if err != nil {
+			return nil, err
+		}
+		n.Usage = u
+	}
+	n.Usage.normalize()
+	if err := n.syncUsage(); err != nil {
+		return nil, err
+	}
+	return n, n.Validate()
+}
+
+// NextUsage computes set-node-resource-usage without validating it: the
+// result may hold negative components, which the node registry's ledger may
+// absorb before the record is validated. The change is the first present of
+// resource_request (request form), resource (stored form) and the sum of
+// workloads_resource; delta adds (incr) or subtracts it, else it replaces
+// the usage.
+func (n *Node) NextUsage(resource, request, workloads json.RawMessage, delta, incr bool) (*Node, error) {
+	reqM, err := decodeObject(request, "resource_request")
+	if err != nil {
+		return nil, err
+	}
+	var change Resource
+	switch {
+	case reqM != nil && isSnapshot(reqM):
+		if change, err = decodeStored(request, "resource_request"); err != nil {
+			return nil, err
+		}
+	case reqM != nil:
+		q, err := ParseNodeRequest(reqM)
+		if err != nil {
+			return nil, err
+		}
+		if q.HasRmDisks {
+			return nil, errInvalid("rm-disks is not a usage")
+		}
+		change = q.toResource()
+	case !isNull(resource):
+		if _, err := decodeObject(resource, "resource"); err != nil {
+			return nil, err
+		}
+		if change, err = decodeStored(resource, "resource"); err != nil {
+			return nil, err
+		}
+	default:
+		list, err := DecodeWorkloads(workloads)
+		if err != nil {
+			return nil, err
+		}
+		if change, err = sumWorkloads(list); err != nil {
+			return nil, err
+		}
+	}
+	old := n.Usage.amounts()
+	var next types.Amounts
+	switch {
+	case !delta:
+		next = types.Amounts{}
+		for k := range old {
+			next[k] = 0
+		}
+		for k, v := range change.amounts() {
+			next[k] = v
+		}
+	case incr:
+		next, err = addAmounts(old, change.amounts(), 1)
+	default:
+		next, err = addAmounts(old, change.amounts(), -1)
+	}
+	if err != nil {
+		return nil, err
+	}
+	return n.WithHeld(next), nil
+}
+
+func addAmounts(a, b types.Amounts, sign int64) (types.Amounts, error) {
+	out := a.Clone()
+	for k, v := range b {
+		s, ok := sumSizes(out[k], sign*v)
+		if !ok {
+			return nil, errInvalid("usage of %s would overflow", k)
+		}
+		out[k] = s
+	}
+	return out, nil
+}
+
+// Settle finishes a usage write the registry has adjusted: usage entries
+// follow capacity's devices and the record is validated.
+func (n *Node) Settle() (*Node, error) {
+	out := n.Clone()
+	if err := out.syncUsage(); err != nil {
+		return nil, err
+	}
+	return out, out.Validate()
+}
+
+// Recompute sums the workloads' usage and lists every disagreement with the
+// stored usage: storage, each volume device (either direction), each disk
+// quota.
+//
+// Usage the node registry released when it isolated the node is still held
+// by the workloads core lists until core removes them; it is not live usage,
+// so it is taken off the workloads' sum first.
+func (n *Node) Recompute(workloads []*Workload, released types.Amounts) (Resource, []string, error) {
+	sum, err := sumWorkloads(workloads)
+	if err != nil {
+		return Resource{}, nil, err
+	}
+	computed := sum
+	if len(released) > 0 {
+		a := sum.amounts()
+		for k, v := range released {
+			a[k] = max(0, a[k]-v)
+		}
+		computed = resourceFromAmounts(a, &n.Capacity)
+	}
+	diffs := []string{}
+	if computed.Storage != n.Usage.Storage {
+		diffs = append(diffs, fmt.Sprintf("storage: stored usage %d, workloads hold %d", n.Usage.Storage, computed.Storage))
+	}
+	devs := map[string]bool{}
+	for d := range n.Usage.Volumes {
+		devs[d] = true
+	}
+	for d := range computed.Volumes {
+		devs[d] = true
+	}
+	for _, d := range sortedKeys(devs) {
+		if s, c := n.Usage.Volumes[d], computed.Volumes[d]; s != c {
+			diffs = append(diffs, fmt.Sprintf("volume %s: stored usage %d, workloads hold %d", d, s, c))
+		}
+	}
+	disks := map[string]bool{}
+	for _, d := range n.Usage.Disks {
+		disks[d.Device] = true
+	}
+	for _, d := range computed.Disks {
+		disks[d.Device] = true
+	}
+	for _, dev := range sortedKeys(disks) {
+		var s, c Quota
+		if d := n.Usage.disk(dev); d != nil {
+			s = d.Quota()
+		}
+		if d := computed.disk(dev); d != nil {
+			c = d.Quota()
+		}
+		for i := range s {
+			if s[i] != c[i] {
+				diffs = append(diffs, fmt.Sprintf("disk %s %s: stored usage %d, workloads hold %d", dev, QuotaNames[i], s[i], c[i]))
+			}
+		}
+	}
+	return computed, diffs, nil
+}
+
+// WithUsage returns the node with usage replaced by u, settled and
+// validated (fix-node-resource).
+func (n *Node) WithUsage(u Resource) (*Node, error) {
+	out := n.Clone()
+	out.Usage = u.Clone()
+	return out.Settle()
+}
+
+func sortedKeys(m map[string]bool) []string {
+	keys := make([]string, 0, len(m))
+	for k := range m {
+		keys = append(keys, k)
+	}
+	slices.Sort(keys)
+	return keys
+}

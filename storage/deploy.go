@@ -1,0 +1,172 @@
+package storage
+
+import (
+	"errors"
+	"math/bits"
+	"slices"
+
+	"github.com/eru-extend/resources/types"
+)
+
+// DeployCapacity answers the capacity query for one node: how many more
+// workloads of this request fit (plans that survive, capped by maxDeploy and
+// by the storage budget), the node's used fraction and the fraction one
+// workload takes.
+func (n *Node) DeployCapacity(w *WorkloadRequest, maxDeploy int) types.NodeCapacity {
+	limit := n.budget(w, maxDeploy)
+	count := limit
+	if limit > 0 && w.needsScheduling() {
+		c, err := Count(NewHost(&n.Capacity, &n.Usage), &n.Capacity, w.Request, limit)
+		if err != nil {
+			c = 0 // a mount no disk of this node covers: nothing fits here
+		}
+		count = c
+	}
+	usage, rate := n.fractions(w)
+	return types.NodeCapacity{Capacity: count, Usage: usage, Rate: rate, Weight: 1}
+}
+
+// budget caps maxDeploy by the storage budget left.
+func (n *Node) budget(w *WorkloadRequest, maxDeploy int) int {
+	if w.StorageRequest <= 0 {
+		return maxDeploy
+	}
+	left := n.Capacity.Storage - n.Usage.Storage
+	if left <= 0 {
+		return 0
+	}
+	return int(min(int64(maxDeploy), left/w.StorageRequest))
+}
+
+// fractions are the node's used fraction and one workload's share of the
+// same denominator: volume bytes when the request has bindings or asks no
+// storage, else the storage budget.
+func (n *Node) fractions(w *WorkloadRequest) (usage, rate float64) {
+	if len(w.Request) > 0 || w.StorageRequest == 0 {
+		den := n.Capacity.volumeTotal()
+		if den == 0 {
+			return 0, 0
+		}
+		var want int64
+		for _, b := range w.Request {
+			want += b.Size
+		}
+		return float64(n.Usage.volumeTotal()) / float64(den), float64(want) / float64(den)
+	}
+	den := n.Capacity.Storage
+	if den == 0 {
+		return 0, 0
+	}
+	return float64(n.Usage.Storage) / float64(den), float64(w.StorageRequest) / float64(den)
+}
+
+// Deploy plans count workloads of the request on the node, or fails with
+// resource_exhausted saying how many fit.
+func (n *Node) Deploy(w *WorkloadRequest, count, maxDeploy int) ([]*Workload, error) {
+	if count <= 0 {
+		return nil, errInvalid("deploy_count %d: want at least 1", count)
+	}
+	if count > maxDeploy {
+		return nil, types.Errorf(types.ResourceExhausted, "deploy_count %d is above scheduler.max_deploy_count %d", count, maxDeploy)
+	}
+	if fit := n.budget(w, maxDeploy); fit < count {
+		return nil, types.Errorf(types.ResourceExhausted, "storage budget: %d workloads of %d bytes need %d, %d left",
+			count, w.StorageRequest, mulSat(w.StorageRequest, int64(count)), max(0, n.Capacity.Storage-n.Usage.Storage))
+	}
+	out := make([]*Workload, 0, count)
+	if !w.needsScheduling() {
+		for range count {
+			out = append(out, n.workloadOf(w, Plan{}))
+		}
+		return out, nil
+	}
+	plans, err := Schedule(NewHost(&n.Capacity, &n.Usage), &n.Capacity, w.Request, count)
+	if err != nil {
+		return nil, uncovered(err)
+	}
+	if len(plans) < count {
+		return nil, types.Errorf(types.ResourceExhausted, "need %d plans, have %d", count, len(plans))
+	}
+	for _, p := range plans {
+		out = append(out, n.workloadOf(w, p))
+	}
+	return out, nil
+}
+
+func uncovered(err error) error {
+	var u errUncovered
+	if errors.As(err, &u) {
+		return errInvalid("%v", err)
+	}
+	return err
+}
+
+func mulSat(a, b int64) int64 {
+	p, ok := types.MulInt64(a, b)
+	if !ok {
+		return 1<<63 - 1
+	}
+	return p
+}
+
+// workloadOf builds the stored workload resource of one plan: each placed
+// binding's device and bytes, the limit plan (at least the planned bytes),
+// and per disk touched the request and limit quotas charged to it.
+func (n *Node) workloadOf(w *WorkloadRequest, p Plan) *Workload {
+	wl := &Workload{
+		VolumesRequest:    w.Request,
+		VolumesLimit:      w.Limit,
+		VolumePlanRequest: VolumePlan{},
+		VolumePlanLimit:   VolumePlan{},
+		StorageRequest:    w.StorageRequest,
+		StorageLimit:      w.StorageLimit,
+		DisksRequest:      []Disk{},
+		DisksLimit:        []Disk{},
+	}
+	reqQ := map[int]Quota{}
+	limQ := map[int]Quota{}
+	for i, b := range w.Request {
+		if i < len(p.Device) && p.Device[i] != "" {
+			wl.VolumePlanRequest[b.String()] = map[string]int64{p.Device[i]: p.Size[i]}
+			wl.VolumePlanLimit[w.Limit[i].String()] = map[string]int64{p.Device[i]: max(w.Limit[i].Size, p.Size[i])}
+		}
+		if i < len(p.Disk) && p.Disk[i] >= 0 {
+			reqQ[p.Disk[i]] = reqQ[p.Disk[i]].Plus(b.Quota)
+			limQ[p.Disk[i]] = limQ[p.Disk[i]].Plus(w.Limit[i].Quota)
+		}
+	}
+	for i, d := range n.Capacity.Disks {
+		if _, ok := reqQ[i]; !ok {
+			continue
+		}
+		rd := Disk{Device: d.Device, Mounts: slices.Clone(d.Mounts)}
+		rd.SetQuota(reqQ[i])
+		ld := Disk{Device: d.Device, Mounts: slices.Clone(d.Mounts)}
+		ld.SetQuota(limQ[i])
+		wl.DisksRequest = append(wl.DisksRequest, rd)
+		wl.DisksLimit = append(wl.DisksLimit, ld)
+	}
+	return wl
+}
+
+// splitSizes divides size bytes in proportion to sizes (floor), the
+// remainder to the first; all to the first when the sizes sum to zero.
+func splitSizes(size int64, sizes []int64) []int64 {
+	shares := make([]int64, len(sizes))
+	var total, given int64
+	for _, s := range sizes {
+		total += s
+	}
+	if total > 0 {
+		for j, s := range sizes {
+			hi, lo := bits.Mul64(uint64(s), uint64(size))
+			q, _ := bits.Div64(hi, lo, uint64(total))
+			shares[j] = int64(q)
+			given += shares[j]
+		}
+	}
+	if len(shares) > 0 {
+		shares[0] += size - given
+	}
+	return shares
+}

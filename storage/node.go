@@ -1,0 +1,335 @@
+package storage
+
+import (
+	"encoding/json"
+	"fmt"
+	"slices"
+	"sort"
+	"strings"
+
+	"github.com/eru-extend/resources/types"
+)
+
+// Disk is a physical device: the mount points it serves and its IO quota.
+// The JSON key spellings are what core has stored.
+type Disk struct {
+	Device    string   `json:"device"`
+	Mounts    []string `json:"mounts"`
+	ReadIOPS  int64    `json:"read_IOPS"`
+	WriteIOPS int64    `json:"write_IOPS"`
+	ReadBPS   int64    `json:"read_bps"`
+	WriteBPS  int64    `json:"write_bps"`
+}
+
+// Quota returns the disk's four quotas.
+func (d *Disk) Quota() Quota { return Quota{d.ReadIOPS, d.WriteIOPS, d.ReadBPS, d.WriteBPS} }
+
+// SetQuota replaces the disk's four quotas.
+func (d *Disk) SetQuota(q Quota) { d.ReadIOPS, d.WriteIOPS, d.ReadBPS, d.WriteBPS = q[0], q[1], q[2], q[3] }
+
+// Resource is a node's capacity or usage in stored form: volume sizes by
+// device, disks with their quotas, and the flat storage total.
+type Resource struct {
+	Volumes map[string]int64 `json:"volumes"`
+	Disks   []Disk           `json:"disks"`
+	Storage int64            `json:"storage"`
+}
+
+// Node is one node's record: what it offers and what workloads hold.
+type Node struct {
+	Capacity Resource `json:"capacity"`
+	Usage    Resource `json:"usage"`
+}
+
+// normalize makes nil collections empty, so they encode as {} and [].
+func (r *Resource) normalize() {
+	if r.Volumes == nil {
+		r.Volumes = map[string]int64{}
+	}
+	if r.Disks == nil {
+		r.Disks = []Disk{}
+	}
+	for i := range r.Disks {
+		if r.Disks[i].Mounts == nil {
+			r.Disks[i].Mounts = []string{}
+		}
+	}
+}
+
+// Clone returns a deep copy.
+func (r Resource) Clone() Resource {
+	c := Resource{Volumes: make(map[string]int64, len(r.Volumes)), Storage: r.Storage, Disks: make([]Disk, len(r.Disks))}
+	for k, v := range r.Volumes {
+		c.Volumes[k] = v
+	}
+	for i, d := range r.Disks {
+		d.Mounts = slices.Clone(d.Mounts)
+		c.Disks[i] = d
+	}
+	return c
+}
+
+// Clone returns a deep copy.
+func (n *Node) Clone() *Node {
+	return &Node{Capacity: n.Capacity.Clone(), Usage: n.Usage.Clone()}
+}
+
+// disk returns the disk named device, or nil.
+func (r *Resource) disk(device string) *Disk {
+	for i := range r.Disks {
+		if r.Disks[i].Device == device {
+			return &r.Disks[i]
+		}
+	}
+	return nil
+}
+
+// volumeTotal is the sum of the volume sizes.
+func (r *Resource) volumeTotal() int64 {
+	var t int64
+	for _, v := range r.Volumes {
+		t += v
+	}
+	return t
+}
+
+// NewNode returns an empty record: no volumes, no disks, no storage.
+func NewNode() *Node {
+	n := &Node{}
+	n.Capacity.normalize()
+	n.Usage.normalize()
+	return n
+}
+
+// DecodeNode reads a stored record.
+func DecodeNode(data []byte) (*Node, error) {
+	n := &Node{}
+	if err := json.Unmarshal(data, n); err != nil {
+		return nil, fmt.Errorf("stored storage record: %w", err)
+	}
+	n.Capacity.normalize()
+	n.Usage.normalize()
+	return n, nil
+}
+
+// syncUsage gives usage an entry (0) for every capacity volume and disk and
+// drops the entries of devices capacity no longer has, refusing when such a
+// device still holds something.
+func (n *Node) syncUsage() error {
+	n.Capacity.normalize()
+	n.Usage.normalize()
+	for dev, used := range n.Usage.Volumes {
+		if _, ok := n.Capacity.Volumes[dev]; !ok {
+			if used != 0 {
+				return types.Errorf(types.FailedPrecondition, "volume %s still holds %d bytes of usage", dev, used)
+			}
+			delete(n.Usage.Volumes, dev)
+		}
+	}
+	for dev := range n.Capacity.Volumes {
+		if _, ok := n.Usage.Volumes[dev]; !ok {
+			n.Usage.Volumes[dev] = 0
+		}
+	}
+	var disks []Disk
+	for _, cd := range n.Capacity.Disks {
+		d := Disk{Device: cd.Device, Mounts: slices.Clone(cd.Mounts)}
+		if ud := n.Usage.disk(cd.Device); ud != nil {
+			d.SetQuota(ud.Quota())
+		}
+		disks = append(disks, d)
+	}
+	for _, ud := range n.Usage.Disks {
+		if n.Capacity.disk(ud.Device) == nil && !ud.Quota().IsZero() {
+			return types.Errorf(types.FailedPrecondition, "disk %s still holds quota %v of usage", ud.Device, ud.Quota())
+		}
+	}
+	n.Usage.Disks = disks
+	n.Usage.normalize()
+	return nil
+}
+
+// Validate checks the invariants every stored record keeps: nothing
+// negative or beyond 2^53, no usage above capacity, no usage on a device
+// capacity does not have.
+func (n *Node) Validate() error {
+	if err := n.Capacity.validate("capacity"); err != nil {
+		return err
+	}
+	if err := n.Usage.validate("usage"); err != nil {
+		return err
+	}
+	for dev, used := range n.Usage.Volumes {
+		capacity, ok := n.Capacity.Volumes[dev]
+		if !ok && used != 0 {
+			return errInvalid("usage of volume %s: the node has no such volume", dev)
+		}
+		if used > capacity {
+			return errInvalid("usage of volume %s would be %d bytes, above its capacity %d", dev, used, capacity)
+		}
+	}
+	for _, ud := range n.Usage.Disks {
+		cd := n.Capacity.disk(ud.Device)
+		if cd == nil {
+			if !ud.Quota().IsZero() {
+				return errInvalid("usage of disk %s: the node has no such disk", ud.Device)
+			}
+			continue
+		}
+		for i, q := range ud.Quota() {
+			if q > cd.Quota()[i] {
+				return errInvalid("usage of disk %s %s would be %d, above its capacity %d", ud.Device, QuotaNames[i], q, cd.Quota()[i])
+			}
+		}
+	}
+	if n.Usage.Storage > n.Capacity.Storage {
+		return errInvalid("storage usage would be %d bytes, above the capacity %d", n.Usage.Storage, n.Capacity.Storage)
+	}
+	return nil
+}
+
+func (r *Resource) validate(what string) error {
+	if r.Storage < 0 || r.Storage > types.MaxExact {
+		return errInvalid("%s storage %d is out of range", what, r.Storage)
+	}
+	for dev, v := range r.Volumes {
+		if dev == "" {
+			return errInvalid("%s has a volume with no device name", what)
+		}
+		if v < 0 || v > types.MaxExact {
+			return errInvalid("%s of volume %s is %d, out of range", what, dev, v)
+		}
+	}
+	seen := map[string]bool{}
+	for _, d := range r.Disks {
+		if d.Device == "" {
+			return errInvalid("%s has a disk with no device name", what)
+		}
+		if seen[d.Device] {
+			return errInvalid("%s lists disk %s twice", what, d.Device)
+		}
+		seen[d.Device] = true
+		for i, q := range d.Quota() {
+			if q < 0 || q > types.MaxExact {
+				return errInvalid("%s of disk %s %s is %d, out of range", what, d.Device, QuotaNames[i], q)
+			}
+		}
+	}
+	return nil
+}
+
+// Held flattens the usage into amounts for the node registry.
+func (n *Node) Held() types.Amounts {
+	return n.Usage.amounts()
+}
+
+func (r *Resource) amounts() types.Amounts {
+	a := types.Amounts{"storage": r.Storage}
+	for dev, v := range r.Volumes {
+		a["volume:"+dev] = v
+	}
+	for _, d := range r.Disks {
+		for i, q := range d.Quota() {
+			a["disk:"+d.Device+":"+QuotaNames[i]] = q
+		}
+	}
+	return a
+}
+
+// WithHeld returns the node with its usage components set from a (the
+// inverse of Held, for the registry's ledger adjustments).
+func (n *Node) WithHeld(a types.Amounts) *Node {
+	out := n.Clone()
+	out.Usage = resourceFromAmounts(a, &n.Capacity)
+	out.Usage.normalize()
+	return out
+}
+
+// resourceFromAmounts rebuilds a stored-form resource from amounts; disk
+// mounts come from capacity when it has the disk.
+func resourceFromAmounts(a types.Amounts, capacity *Resource) Resource {
+	r := Resource{Volumes: map[string]int64{}, Storage: a["storage"]}
+	quotas := map[string]*Quota{}
+	var order []string
+	for _, k := range a.Keys() {
+		v := a[k]
+		switch {
+		case strings.HasPrefix(k, "volume:"):
+			r.Volumes[strings.TrimPrefix(k, "volume:")] = v
+		case strings.HasPrefix(k, "disk:"):
+			rest := strings.TrimPrefix(k, "disk:")
+			i := strings.LastIndex(rest, ":")
+			if i < 0 {
+				continue
+			}
+			dev, name := rest[:i], rest[i+1:]
+			q := quotas[dev]
+			if q == nil {
+				q = &Quota{}
+				quotas[dev] = q
+				order = append(order, dev)
+			}
+			if j := slices.Index(QuotaNames[:], name); j >= 0 {
+				q[j] = v
+			}
+		}
+	}
+	for _, dev := range order {
+		d := Disk{Device: dev}
+		if capacity != nil {
+			if cd := capacity.disk(dev); cd != nil {
+				d.Mounts = slices.Clone(cd.Mounts)
+			}
+		}
+		d.SetQuota(*quotas[dev])
+		r.Disks = append(r.Disks, d)
+	}
+	r.normalize()
+	return r
+}
+
+// LedgerView renders released amounts in stored form, leaving out devices
+// that released nothing.
+func LedgerView(a types.Amounts) Resource {
+	r := resourceFromAmounts(a, nil)
+	for dev, v := range r.Volumes {
+		if v == 0 {
+			delete(r.Volumes, dev)
+		}
+	}
+	r.Disks = slices.DeleteFunc(r.Disks, func(d Disk) bool { return d.Quota().IsZero() })
+	return r
+}
+
+// coveringDisk returns the index of the disk with the mount that is the
+// longest path prefix of path (by path components), or -1.
+func (r *Resource) coveringDisk(path string) int {
+	best, bestLen := -1, -1
+	for i, d := range r.Disks {
+		for _, m := range d.Mounts {
+			if covers(m, path) && len(m) > bestLen {
+				best, bestLen = i, len(m)
+			}
+		}
+	}
+	return best
+}
+
+// covers reports whether mount is path or a parent directory of it.
+func covers(mount, path string) bool {
+	if mount == "/" {
+		return strings.HasPrefix(path, "/")
+	}
+	mount = strings.TrimSuffix(mount, "/")
+	return path == mount || strings.HasPrefix(path, mount+"/")
+}
+
+// sortedDevices lists volume devices in name order.
+func (r *Resource) sortedDevices() []string {
+	devs := make([]string, 0, len(r.Volumes))
+	for d := range r.Volumes {
+		devs = append(devs, d)
+	}
+	sort.Strings(devs)
+	return devs
+}

@@ -1,0 +1,188 @@
+package storage
+
+import (
+	"encoding/json"
+	"strconv"
+	"strings"
+
+	"github.com/eru-extend/resources/types"
+)
+
+// Plugin is the storage resource as the plugin command layer drives it:
+// every verb's decision, on values.
+type Plugin struct{}
+
+// Name is the resource's name in core.
+func (Plugin) Name() string { return "storage" }
+
+// SharedKeys: storage reads nothing besides its node records.
+func (Plugin) SharedKeys() []string { return nil }
+
+// Decode reads a stored record.
+func (Plugin) Decode(data []byte) (*Node, error) { return DecodeNode(data) }
+
+// Encode writes a record.
+func (Plugin) Encode(n *Node) ([]byte, error) {
+	n.Capacity.normalize()
+	n.Usage.normalize()
+	return json.Marshal(n)
+}
+
+// Empty is a node storage has never seen.
+func (Plugin) Empty() *Node { return NewNode() }
+
+// View is the record's capacity and usage in stored form.
+func (Plugin) View(n *Node, _ types.Env) (any, any) { return n.Capacity, n.Usage }
+
+// Held flattens the usage.
+func (Plugin) Held(n *Node) types.Amounts { return n.Held() }
+
+// WithHeld sets the usage from amounts.
+func (Plugin) WithHeld(n *Node, a types.Amounts) *Node { return n.WithHeld(a) }
+
+// Settle validates a record after a usage write.
+func (Plugin) Settle(n *Node) (*Node, error) { return n.Settle() }
+
+// LedgerView renders released usage.
+func (Plugin) LedgerView(a types.Amounts) any { return LedgerView(a) }
+
+// IsolationFigures counts the volume devices that held bytes and the
+// storage bytes released.
+func (Plugin) IsolationFigures(a types.Amounts) map[string]int64 {
+	var vols int64
+	for k, v := range a {
+		if strings.HasPrefix(k, "volume:") && v > 0 {
+			vols++
+		}
+	}
+	return map[string]int64{"released_volumes": vols, "released_storage_bytes": a["storage"]}
+}
+
+// AddNode builds a new node's record.
+func (Plugin) AddNode(request json.RawMessage, info *types.EngineInfo) (*Node, error) {
+	return AddNode(request, info)
+}
+
+// SetCapacity changes a node's capacity.
+func (Plugin) SetCapacity(n *Node, resource, request json.RawMessage, delta, incr bool) (*Node, error) {
+	return n.SetCapacity(resource, request, delta, incr)
+}
+
+// Restore builds a record verbatim.
+func (Plugin) Restore(capacity, usage json.RawMessage) (*Node, error) { return Restore(capacity, usage) }
+
+// NextUsage computes a usage write.
+func (Plugin) NextUsage(n *Node, resource, request, workloads json.RawMessage, delta, incr bool) (*Node, error) {
+	return n.NextUsage(resource, request, workloads, delta, incr)
+}
+
+// Recompute sums the workloads' usage and lists the disagreements.
+func (Plugin) Recompute(n *Node, workloads json.RawMessage, released types.Amounts) (*Node, []string, error) {
+	list, err := DecodeWorkloads(workloads)
+	if err != nil {
+		return nil, nil, err
+	}
+	computed, diffs, err := n.Recompute(list, released)
+	if err != nil {
+		return nil, nil, err
+	}
+	if len(diffs) == 0 {
+		return n, diffs, nil
+	}
+	fixed, err := n.WithUsage(computed)
+	if err != nil {
+		return nil, nil, err
+	}
+	return fixed, diffs, nil
+}
+
+// ParseRequest reads a workload request.
+func (Plugin) ParseRequest(raw json.RawMessage) (*WorkloadRequest, error) {
+	return ParseWorkloadRequest(raw, false)
+}
+
+// DeployCapacity answers the capacity query for one node.
+func (Plugin) DeployCapacity(n *Node, w *WorkloadRequest, env types.Env) types.NodeCapacity {
+	return n.DeployCapacity(w, env.MaxDeployCount)
+}
+
+// Deploy plans count workloads.
+func (Plugin) Deploy(n *Node, w *WorkloadRequest, count int, env types.Env) (*types.Deploy, error) {
+	wls, err := n.Deploy(w, count, env.MaxDeployCount)
+	if err != nil {
+		return nil, err
+	}
+	out := &types.Deploy{EnginesParams: make([]any, 0, len(wls)), WorkloadsResource: make([]any, 0, len(wls))}
+	for _, wl := range wls {
+		out.EnginesParams = append(out.EnginesParams, wl.EngineParams())
+		out.WorkloadsResource = append(out.WorkloadsResource, wl)
+	}
+	return out, nil
+}
+
+// Realloc resizes a workload.
+func (Plugin) Realloc(n *Node, workload, request json.RawMessage, _ types.Env) (*types.Realloc, bool, error) {
+	old, err := DecodeWorkload(workload)
+	if err != nil {
+		return nil, false, err
+	}
+	req, err := ParseWorkloadRequest(request, true)
+	if err != nil {
+		return nil, false, err
+	}
+	res, err := n.Realloc(old, req)
+	if err != nil {
+		return nil, false, err
+	}
+	return &types.Realloc{EngineParams: res.Engine, DeltaResource: res.Delta, WorkloadResource: res.Workload}, res.Grows, nil
+}
+
+// Remap is a no-op: volumes do not move between running workloads.
+func (Plugin) Remap(_ *Node, workloads json.RawMessage, _ types.Env) (*types.Remap, error) {
+	if _, err := decodeObject(workloads, "workloads_resource"); err != nil {
+		return nil, err
+	}
+	return &types.Remap{EngineParamsMap: map[string]any{}}, nil
+}
+
+// MostIdle answers the first node with priority 1: storage has no
+// preference where images are built.
+func (Plugin) MostIdle(nodenames []string, _ func() (map[string]*Node, types.Env, error)) (*types.MostIdle, error) {
+	return &types.MostIdle{Nodename: nodenames[0], Priority: 1}, nil
+}
+
+// MetricsDescription declares storage's gauges.
+func (Plugin) MetricsDescription() []types.MetricDescription {
+	node := []string{"podname", "nodename"}
+	dev := []string{"podname", "nodename", "device"}
+	return []types.MetricDescription{
+		{Name: "storage_used", Help: "bytes of storage held by workloads", Type: "gauge", Labels: node},
+		{Name: "storage_capacity", Help: "bytes of storage the node offers", Type: "gauge", Labels: node},
+		{Name: "storage_volume_used", Help: "bytes of a volume device held by workloads", Type: "gauge", Labels: dev},
+		{Name: "storage_volume_capacity", Help: "bytes a volume device offers", Type: "gauge", Labels: dev},
+	}
+}
+
+// Metrics answers the node's samples.
+func (Plugin) Metrics(podname, nodename string, n *Node, _ types.Env) []types.Metric {
+	base := "core.node." + statsdName(nodename) + ".storage."
+	labels := []string{podname, nodename}
+	out := []types.Metric{
+		{Name: "storage_used", Labels: labels, Key: base + "used", Value: strconv.FormatInt(n.Usage.Storage, 10)},
+		{Name: "storage_capacity", Labels: labels, Key: base + "capacity", Value: strconv.FormatInt(n.Capacity.Storage, 10)},
+	}
+	for _, dev := range n.Capacity.sortedDevices() {
+		dl := []string{podname, nodename, dev}
+		key := base + "volume." + statsdName(dev) + "."
+		out = append(out,
+			types.Metric{Name: "storage_volume_used", Labels: dl, Key: key + "used", Value: strconv.FormatInt(n.Usage.Volumes[dev], 10)},
+			types.Metric{Name: "storage_volume_capacity", Labels: dl, Key: key + "capacity", Value: strconv.FormatInt(n.Capacity.Volumes[dev], 10)},
+		)
+	}
+	return out
+}
+
+// statsdName makes a name safe inside a dotted statsd key.
+func statsdName(s string) string {
+	return strings.NewReplacer(".", "_", "/", "_").Replace(s)
+}

@@ -1,0 +1,288 @@
+package storage
+
+import (
+	"bytes"
+	"encoding/json"
+	"fmt"
+	"slices"
+	"strings"
+)
+
+// decodeObject reads a JSON object into its raw members. null or nothing is
+// an absent object (nil, no error).
+func decodeObject(raw json.RawMessage, what string) (map[string]json.RawMessage, error) {
+	raw = bytes.TrimSpace(raw)
+	if len(raw) == 0 || bytes.Equal(raw, []byte("null")) {
+		return nil, nil
+	}
+	if raw[0] != '{' {
+		return nil, errInvalid("%s: want a JSON object, got %s", what, clip(raw))
+	}
+	var m map[string]json.RawMessage
+	if err := json.Unmarshal(raw, &m); err != nil {
+		return nil, errInvalid("%s: %v", what, err)
+	}
+	return m, nil
+}
+
+func isNull(raw json.RawMessage) bool {
+	raw = bytes.TrimSpace(raw)
+	return len(raw) == 0 || bytes.Equal(raw, []byte("null"))
+}
+
+// refuseUnknown fails on a key outside allowed, so that a typo is not
+// silently a request for nothing.
+func refuseUnknown(m map[string]json.RawMessage, what string, allowed ...string) error {
+	for k := range m {
+		if !slices.Contains(allowed, k) {
+			return errInvalid("%s: unknown key %q (known: %s)", what, k, strings.Join(allowed, ", "))
+		}
+	}
+	return nil
+}
+
+// VolumeSize is one device of a node request.
+type VolumeSize struct {
+	Device string
+	Size   int64
+}
+
+// NodeRequest is a node resource as a person writes it (add-node,
+// set-node-resource-capacity, and usage in request form).
+type NodeRequest struct {
+	Volumes    []VolumeSize
+	HasVolumes bool
+	Disks      []Disk
+	HasDisks   bool
+	Storage    int64
+	HasStorage bool
+	RmDisks    []string
+	HasRmDisks bool
+}
+
+// volumeTotal is the total of the request's volume sizes.
+func (q *NodeRequest) volumeTotal() int64 {
+	var t int64
+	for _, v := range q.Volumes {
+		t += v.Size
+	}
+	return t
+}
+
+// ParseNodeRequest reads a node request. Its volumes are "device:size"
+// strings (or an object of sizes), its disks
+// "device:mounts:read_IOPS:write_IOPS:read_BPS:write_BPS" strings (or disk
+// objects), storage a human size or a number of bytes, rm-disks
+// "device,device".
+func ParseNodeRequest(m map[string]json.RawMessage) (*NodeRequest, error) {
+	if err := refuseUnknown(m, "storage request", "volumes", "disks", "storage", "rm-disks"); err != nil {
+		return nil, err
+	}
+	q := &NodeRequest{}
+	if raw, ok := m["volumes"]; ok && !isNull(raw) {
+		vols, err := parseVolumeSizes(raw)
+		if err != nil {
+			return nil, err
+		}
+		q.Volumes, q.HasVolumes = vols, true
+	}
+	if raw, ok := m["disks"]; ok && !isNull(raw) {
+		disks, err := parseDisks(raw)
+		if err != nil {
+			return nil, err
+		}
+		q.Disks, q.HasDisks = disks, true
+	}
+	if raw, ok := m["storage"]; ok && !isNull(raw) {
+		n, err := parseSizeValue(raw, false)
+		if err != nil {
+			return nil, errInvalid("storage: %v", err)
+		}
+		q.Storage, q.HasStorage = n, true
+	}
+	if raw, ok := m["rm-disks"]; ok && !isNull(raw) {
+		var s string
+		var list []string
+		if err := json.Unmarshal(raw, &s); err == nil {
+			list = strings.Split(s, ",")
+		} else if err := json.Unmarshal(raw, &list); err != nil {
+			return nil, errInvalid("rm-disks: want \"device,device\", got %s", clip(raw))
+		}
+		for _, d := range list {
+			if d = strings.TrimSpace(d); d != "" {
+				q.RmDisks = append(q.RmDisks, d)
+			}
+		}
+		q.HasRmDisks = true
+	}
+	if total, ok := sumSizes(q.Storage, q.volumeTotal()); !ok || total > maxBytes {
+		return nil, errInvalid("storage request: storage and volumes add up to more than 8 PiB")
+	}
+	return q, nil
+}
+
+const maxBytes = 1 << 53
+
+func sumSizes(vals ...int64) (int64, bool) {
+	var t int64
+	for _, v := range vals {
+		t += v
+		if t > maxBytes || t < -maxBytes {
+			return 0, false
+		}
+	}
+	return t, true
+}
+
+func parseVolumeSizes(raw json.RawMessage) ([]VolumeSize, error) {
+	var list []string
+	if err := json.Unmarshal(raw, &list); err == nil {
+		out := make([]VolumeSize, 0, len(list))
+		seen := map[string]bool{}
+		for _, s := range list {
+			i := strings.LastIndex(s, ":")
+			if i <= 0 {
+				return nil, errInvalid("volume %q: want device:size", clip([]byte(s)))
+			}
+			size, err := ParseSize(s[i+1:], false)
+			if err != nil {
+				return nil, errInvalid("volume %q: %v", clip([]byte(s)), err)
+			}
+			dev := s[:i]
+			if seen[dev] {
+				return nil, errInvalid("volume %s is listed twice", dev)
+			}
+			seen[dev] = true
+			out = append(out, VolumeSize{Device: dev, Size: size})
+		}
+		return out, nil
+	}
+	var obj map[string]json.RawMessage
+	if err := json.Unmarshal(raw, &obj); err != nil {
+		return nil, errInvalid("volumes: want a list of \"device:size\", got %s", clip(raw))
+	}
+	out := make([]VolumeSize, 0, len(obj))
+	for dev, v := range obj {
+		if dev == "" {
+			return nil, errInvalid("volumes: a device name is empty")
+		}
+		size, err := parseSizeValue(v, false)
+		if err != nil {
+			return nil, errInvalid("volume %s: %v", dev, err)
+		}
+		out = append(out, VolumeSize{Device: dev, Size: size})
+	}
+	slices.SortFunc(out, func(a, b VolumeSize) int { return strings.Compare(a.Device, b.Device) })
+	return out, nil
+}
+
+func parseDisks(raw json.RawMessage) ([]Disk, error) {
+	var items []json.RawMessage
+	if err := json.Unmarshal(raw, &items); err != nil {
+		return nil, errInvalid("disks: want a list, got %s", clip(raw))
+	}
+	out := make([]Disk, 0, len(items))
+	seen := map[string]bool{}
+	for _, item := range items {
+		var d Disk
+		var s string
+		if err := json.Unmarshal(item, &s); err == nil {
+			parsed, err := parseDiskString(s)
+			if err != nil {
+				return nil, err
+			}
+			d = parsed
+		} else if err := json.Unmarshal(item, &d); err != nil {
+			return nil, errInvalid("disk %s: want \"device:mounts:read_IOPS:write_IOPS:read_BPS:write_BPS\"", clip(item))
+		}
+		if d.Device == "" {
+			return nil, errInvalid("disk %s: no device", clip(item))
+		}
+		for i, q := range d.Quota() {
+			if q < 0 || q > maxBytes {
+				return nil, errInvalid("disk %s: %s %d is out of range", d.Device, QuotaNames[i], q)
+			}
+		}
+		if seen[d.Device] {
+			return nil, errInvalid("disk %s is listed twice", d.Device)
+		}
+		seen[d.Device] = true
+		if d.Mounts == nil {
+			d.Mounts = []string{}
+		}
+		out = append(out, d)
+	}
+	return out, nil
+}
+
+func parseDiskString(s string) (Disk, error) {
+	parts := strings.Split(s, ":")
+	if len(parts) != 6 {
+		return Disk{}, errInvalid("disk %q has %d parts: want device:mounts:read_IOPS:write_IOPS:read_BPS:write_BPS", clip([]byte(s)), len(parts))
+	}
+	d := Disk{Device: parts[0], Mounts: []string{}}
+	if d.Device == "" {
+		return Disk{}, errInvalid("disk %q has no device", clip([]byte(s)))
+	}
+	for _, m := range strings.Split(parts[1], ",") {
+		if m = strings.TrimSpace(m); m != "" {
+			if !strings.HasPrefix(m, "/") {
+				return Disk{}, errInvalid("disk %s: mount %q is not an absolute path", d.Device, m)
+			}
+			d.Mounts = append(d.Mounts, m)
+		}
+	}
+	var q Quota
+	for i := range q {
+		n, err := ParseSize(parts[2+i], false)
+		if err != nil {
+			return Disk{}, errInvalid("disk %s: %s: %v", d.Device, QuotaNames[i], err)
+		}
+		q[i] = n
+	}
+	d.SetQuota(q)
+	return d, nil
+}
+
+// isSnapshot reports whether a node resource is in stored form: volumes an
+// object of numbers, disks a list of objects, storage a number. Such a
+// resource is a rollback snapshot and is restored verbatim.
+func isSnapshot(m map[string]json.RawMessage) bool {
+	vols, disks, storage := m["volumes"], m["disks"], m["storage"]
+	if vols == nil || disks == nil || storage == nil {
+		return false
+	}
+	var v map[string]json.Number
+	var d []map[string]json.RawMessage
+	var s json.Number
+	return json.Unmarshal(vols, &v) == nil && json.Unmarshal(disks, &d) == nil && json.Unmarshal(storage, &s) == nil
+}
+
+// decodeStored reads a resource in stored form, strictly.
+func decodeStored(raw json.RawMessage, what string) (Resource, error) {
+	var r Resource
+	dec := json.NewDecoder(bytes.NewReader(raw))
+	if err := dec.Decode(&r); err != nil {
+		return Resource{}, errInvalid("%s: not a stored storage resource: %v", what, err)
+	}
+	r.normalize()
+	if err := r.validate(what); err != nil {
+		return Resource{}, err
+	}
+	return r, nil
+}
+
+// toResource turns a node request into stored form: storage is the flat
+// budget plus the volumes' total.
+func (q *NodeRequest) toResource() Resource {
+	r := Resource{Volumes: map[string]int64{}, Disks: slices.Clone(q.Disks), Storage: q.Storage + q.volumeTotal()}
+	for _, v := range q.Volumes {
+		r.Volumes[v.Device] = v.Size
+	}
+	r.normalize()
+	return r
+}
+
+func fmtQuota(q Quota) string {
+	return fmt.Sprintf("%d:%d:%d:%d", q[0], q[1], q[2], q[3])
+}

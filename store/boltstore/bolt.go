@@ -1,0 +1,245 @@
+// Package boltstore implements store.Store on an embedded bbolt file, for a
+// single host with no etcd. Several plugin processes may use one file at
+// once: readers share the file lock, a writer takes it alone, and either
+// waits at most a bounded time before failing with a "store busy" error.
+//
+// Each value is kept in an envelope with its mod revision and optional
+// expiry; a global revision counter advances on every committed write, so
+// transactions have the same compare-and-swap meaning as on etcd.
+package boltstore
+
+import (
+	"context"
+	"encoding/binary"
+	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
+	"time"
+
+	bolt "go.etcd.io/bbolt"
+	bolterrors "go.etcd.io/bbolt/errors"
+
+	"github.com/eru-extend/resources/store"
+	"github.com/eru-extend/resources/types"
+)
+
+// Options says how to open the file.
+type Options struct {
+	Prefix      string        // put in front of every key, as on etcd
+	ReadOnly    bool          // share the lock; a missing file reads as empty
+	Create      bool          // create the file (and its folder) when missing
+	MustExist   bool          // with ReadOnly: a missing file is an error
+	LockTimeout time.Duration // how long to wait for the file lock
+	Now         func() time.Time
+}
+
+var (
+	bucketKV   = []byte("kv")
+	bucketMeta = []byte("meta")
+	keyRev     = []byte("revision")
+)
+
+// Store is a store.Store on a bbolt file.
+type Store struct {
+	db     *bolt.DB // nil when opened read-only on a file that does not exist
+	path   string
+	prefix string
+	ro     bool
+	now    func() time.Time
+}
+
+// Open opens the file at path. A read-only open of a missing file succeeds
+// and reads as an empty store; a writable open of a missing file creates it
+// only when opts.Create is set, else it fails with store.ErrMissing.
+func Open(path string, opts Options) (*Store, error) {
+	s := &Store{path: path, prefix: opts.Prefix, ro: opts.ReadOnly, now: opts.Now}
+	if s.now == nil {
+		s.now = time.Now
+	}
+	if _, err := os.Stat(path); errors.Is(err, os.ErrNotExist) {
+		switch {
+		case opts.ReadOnly && !opts.MustExist:
+			return s, nil
+		case opts.ReadOnly, !opts.Create:
+			return nil, types.Wrap(types.FailedPrecondition, store.ErrMissing, "embedded store "+path+" (run from the folder of the plugins' config, or name it with --config)")
+		}
+		if err := os.MkdirAll(filepath.Dir(path), 0o755); err != nil {
+			return nil, types.Wrap(types.Unavailable, err, "embedded store "+path)
+		}
+	}
+	timeout := opts.LockTimeout
+	if timeout <= 0 {
+		timeout = 2 * time.Second
+	}
+	db, err := bolt.Open(path, 0o644, &bolt.Options{Timeout: timeout, ReadOnly: opts.ReadOnly})
+	if err != nil {
+		if errors.Is(err, bolterrors.ErrTimeout) {
+			return nil, types.Errorf(types.Unavailable, "embedded store %s: store busy: another process held its lock for %s", path, timeout)
+		}
+		return nil, types.Wrap(types.Unavailable, err, "embedded store "+path)
+	}
+	s.db = db
+	return s, nil
+}
+
+// Path is the file the store lives in.
+func (s *Store) Path() string { return s.path }
+
+// Close releases the file and its lock.
+func (s *Store) Close() error {
+	if s.db == nil {
+		return nil
+	}
+	return s.db.Close()
+}
+
+// envelope layout: 8 bytes mod revision, 8 bytes expiry (unix nanoseconds, 0
+// for none), then the value.
+const headerLen = 16
+
+func encode(rev int64, expires time.Time, value []byte) []byte {
+	out := make([]byte, headerLen+len(value))
+	binary.BigEndian.PutUint64(out[0:8], uint64(rev))
+	var exp int64
+	if !expires.IsZero() {
+		exp = expires.UnixNano()
+	}
+	binary.BigEndian.PutUint64(out[8:16], uint64(exp))
+	copy(out[headerLen:], value)
+	return out
+}
+
+// decode returns the envelope's parts; live is false for an expired key.
+func (s *Store) decode(raw []byte, now time.Time) (rev int64, value []byte, live bool, err error) {
+	if len(raw) < headerLen {
+		return 0, nil, false, fmt.Errorf("embedded store %s: corrupt value of %d bytes", s.path, len(raw))
+	}
+	rev = int64(binary.BigEndian.Uint64(raw[0:8]))
+	exp := int64(binary.BigEndian.Uint64(raw[8:16]))
+	if exp != 0 && now.UnixNano() >= exp {
+		return rev, nil, false, nil
+	}
+	value = make([]byte, len(raw)-headerLen)
+	copy(value, raw[headerLen:])
+	return rev, value, true, nil
+}
+
+// Read implements store.Store in one read transaction.
+func (s *Store) Read(ctx context.Context, keys []string, prefixes []string) (*store.Snapshot, error) {
+	snap := &store.Snapshot{Items: make(map[string]store.Item, len(keys))}
+	if s.db == nil {
+		return snap, nil
+	}
+	now := s.now()
+	err := s.db.View(func(tx *bolt.Tx) error {
+		if meta := tx.Bucket(bucketMeta); meta != nil {
+			if v := meta.Get(keyRev); len(v) == 8 {
+				snap.Revision = int64(binary.BigEndian.Uint64(v))
+			}
+		}
+		kv := tx.Bucket(bucketKV)
+		if kv == nil {
+			return nil
+		}
+		add := func(k, raw []byte) error {
+			rev, value, live, err := s.decode(raw, now)
+			if err != nil || !live {
+				return err
+			}
+			key := string(k[len(s.prefix):])
+			snap.Items[key] = store.Item{Key: key, Value: value, ModRevision: rev}
+			return nil
+		}
+		for _, k := range keys {
+			full := []byte(s.prefix + k)
+			if raw := kv.Get(full); raw != nil {
+				if err := add(full, raw); err != nil {
+					return err
+				}
+			}
+		}
+		for _, p := range prefixes {
+			full := []byte(s.prefix + p)
+			c := kv.Cursor()
+			for k, raw := c.Seek(full); k != nil && hasPrefix(k, full); k, raw = c.Next() {
+				if err := add(k, raw); err != nil {
+					return err
+				}
+			}
+		}
+		return nil
+	})
+	if err != nil {
+		return nil, types.Wrap(types.Unavailable, err, "embedded store "+s.path)
+	}
+	return snap, nil
+}
+
+func hasPrefix(k, p []byte) bool {
+	return len(k) >= len(p) && string(k[:len(p)]) == string(p)
+}
+
+// Txn implements store.Store in one update transaction: conditions are
+// checked and writes applied under bbolt's single writer.
+func (s *Store) Txn(ctx context.Context, conds []store.Cond, ops []store.Op) error {
+	if s.ro || s.db == nil {
+		return types.Wrap(types.Internal, store.ErrReadOnly, "embedded store "+s.path)
+	}
+	now := s.now()
+	err := s.db.Update(func(tx *bolt.Tx) error {
+		kv, err := tx.CreateBucketIfNotExists(bucketKV)
+		if err != nil {
+			return err
+		}
+		meta, err := tx.CreateBucketIfNotExists(bucketMeta)
+		if err != nil {
+			return err
+		}
+		for _, c := range conds {
+			var rev int64
+			if raw := kv.Get([]byte(s.prefix + c.Key)); raw != nil {
+				r, _, live, err := s.decode(raw, now)
+				if err != nil {
+					return err
+				}
+				if live {
+					rev = r
+				}
+			}
+			if rev != c.ModRevision {
+				return store.ErrConflict
+			}
+		}
+		var next int64 = 1
+		if v := meta.Get(keyRev); len(v) == 8 {
+			next = int64(binary.BigEndian.Uint64(v)) + 1
+		}
+		for _, op := range ops {
+			key := []byte(s.prefix + op.Key)
+			if op.Delete {
+				if err := kv.Delete(key); err != nil {
+					return err
+				}
+				continue
+			}
+			var expires time.Time
+			if op.TTL > 0 {
+				expires = now.Add(op.TTL)
+			}
+			if err := kv.Put(key, encode(next, expires, op.Value)); err != nil {
+				return err
+			}
+		}
+		var buf [8]byte
+		binary.BigEndian.PutUint64(buf[:], uint64(next))
+		return meta.Put(keyRev, buf[:])
+	})
+	if errors.Is(err, store.ErrConflict) {
+		return err
+	}
+	if err != nil {
+		return types.Wrap(types.Unavailable, err, "embedded store "+s.path)
+	}
+	return nil
+}

@@ -1,0 +1,189 @@
+// Package etcdstore implements store.Store on an etcd cluster with clientv3:
+// consistent reads are one read-only transaction, writes are one transaction
+// whose compares name the mod revision of every key read.
+package etcdstore
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"math"
+	"strings"
+	"sync"
+	"time"
+
+	"go.etcd.io/etcd/api/v3/v3rpc/rpctypes"
+	"go.etcd.io/etcd/client/pkg/v3/transport"
+	clientv3 "go.etcd.io/etcd/client/v3"
+	"go.uber.org/zap"
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/grpclog"
+
+	"github.com/eru-extend/resources/store"
+	"github.com/eru-extend/resources/types"
+)
+
+// Config says how to reach etcd.
+type Config struct {
+	Endpoints   []string
+	Prefix      string // put in front of every key, e.g. "/eru-resources"
+	CA          string // file paths for TLS; all empty means plain connections
+	Cert        string
+	Key         string
+	Username    string
+	Password    string
+	DialTimeout time.Duration
+}
+
+// MaxTxnOps is the number of operations one etcd transaction may hold by
+// default (--max-txn-ops); larger reads are split, pinned to one revision.
+const MaxTxnOps = 128
+
+// Store is a store.Store on etcd.
+type Store struct {
+	client   *clientv3.Client
+	prefix   string
+	endpoint string // for error messages
+}
+
+var quietGRPC sync.Once
+
+// Open connects to etcd and waits until the connection is up or the dial
+// timeout has passed, so that a dead etcd fails fast with its address.
+func Open(ctx context.Context, cfg Config) (*Store, error) {
+	quietGRPC.Do(func() {
+		// grpc would otherwise print connection warnings on stderr, which
+		// core reads as part of the answer.
+		grpclog.SetLoggerV2(grpclog.NewLoggerV2(io.Discard, io.Discard, io.Discard))
+	})
+	endpoint := strings.Join(cfg.Endpoints, ",")
+	ccfg := clientv3.Config{
+		Endpoints:   cfg.Endpoints,
+		DialTimeout: cfg.DialTimeout,
+		Username:    cfg.Username,
+		Password:    cfg.Password,
+		Logger:      zap.NewNop(),
+		Context:     ctx,
+		DialOptions: []grpc.DialOption{grpc.WithBlock()}, //nolint:staticcheck // fail at dial, naming the endpoint
+	}
+	if cfg.CA != "" || cfg.Cert != "" || cfg.Key != "" {
+		info := transport.TLSInfo{CertFile: cfg.Cert, KeyFile: cfg.Key, TrustedCAFile: cfg.CA}
+		tlsCfg, err := info.ClientConfig()
+		if err != nil {
+			return nil, types.Wrap(types.InvalidArgument, err, "etcd TLS files")
+		}
+		ccfg.TLS = tlsCfg
+	}
+	client, err := clientv3.New(ccfg)
+	if err != nil {
+		return nil, classify(endpoint, err)
+	}
+	return &Store{client: client, prefix: strings.TrimSuffix(cfg.Prefix, "/"), endpoint: endpoint}, nil
+}
+
+// Client is the underlying etcd client, for tests and tools.
+func (s *Store) Client() *clientv3.Client { return s.client }
+
+// Close closes the connection.
+func (s *Store) Close() error { return s.client.Close() }
+
+// Read implements store.Store: one read-only transaction of point gets and
+// prefix ranges; more operations than one transaction may hold are read in
+// further transactions pinned to the revision of the first.
+func (s *Store) Read(ctx context.Context, keys []string, prefixes []string) (*store.Snapshot, error) {
+	ops := make([]clientv3.Op, 0, len(keys)+len(prefixes))
+	for _, k := range keys {
+		ops = append(ops, clientv3.OpGet(s.prefix+k))
+	}
+	for _, p := range prefixes {
+		ops = append(ops, clientv3.OpGet(s.prefix+p, clientv3.WithPrefix()))
+	}
+	snap := &store.Snapshot{Items: make(map[string]store.Item, len(keys))}
+	if len(ops) == 0 {
+		return snap, nil
+	}
+	for start := 0; start < len(ops); start += MaxTxnOps {
+		chunk := ops[start:min(start+MaxTxnOps, len(ops))]
+		if snap.Revision != 0 {
+			for i := range chunk {
+				chunk[i] = pin(chunk[i], snap.Revision)
+			}
+		}
+		resp, err := s.client.Txn(ctx).Then(chunk...).Commit()
+		if err != nil {
+			return nil, classify(s.endpoint, err)
+		}
+		if snap.Revision == 0 {
+			snap.Revision = resp.Header.Revision
+		}
+		for _, r := range resp.Responses {
+			for _, kv := range r.GetResponseRange().Kvs {
+				key := strings.TrimPrefix(string(kv.Key), s.prefix)
+				snap.Items[key] = store.Item{Key: key, Value: kv.Value, ModRevision: kv.ModRevision}
+			}
+		}
+	}
+	return snap, nil
+}
+
+func pin(op clientv3.Op, rev int64) clientv3.Op {
+	opts := []clientv3.OpOption{clientv3.WithRev(rev)}
+	if len(op.RangeBytes()) > 0 {
+		opts = append(opts, clientv3.WithRange(string(op.RangeBytes())))
+	}
+	return clientv3.OpGet(string(op.KeyBytes()), opts...)
+}
+
+// Txn implements store.Store. A put with a TTL is bound to a fresh lease of
+// that many seconds (rounded up).
+func (s *Store) Txn(ctx context.Context, conds []store.Cond, ops []store.Op) error {
+	cmps := make([]clientv3.Cmp, 0, len(conds))
+	for _, c := range conds {
+		key := s.prefix + c.Key
+		if c.ModRevision == 0 {
+			cmps = append(cmps, clientv3.Compare(clientv3.CreateRevision(key), "=", 0))
+		} else {
+			cmps = append(cmps, clientv3.Compare(clientv3.ModRevision(key), "=", c.ModRevision))
+		}
+	}
+	then := make([]clientv3.Op, 0, len(ops))
+	for _, op := range ops {
+		key := s.prefix + op.Key
+		switch {
+		case op.Delete:
+			then = append(then, clientv3.OpDelete(key))
+		case op.TTL > 0:
+			secs := int64(math.Ceil(op.TTL.Seconds()))
+			lease, err := s.client.Grant(ctx, secs)
+			if err != nil {
+				return classify(s.endpoint, err)
+			}
+			then = append(then, clientv3.OpPut(key, string(op.Value), clientv3.WithLease(lease.ID)))
+		default:
+			then = append(then, clientv3.OpPut(key, string(op.Value)))
+		}
+	}
+	resp, err := s.client.Txn(ctx).If(cmps...).Then(then...).Commit()
+	if err != nil {
+		return classify(s.endpoint, err)
+	}
+	if !resp.Succeeded {
+		return store.ErrConflict
+	}
+	return nil
+}
+
+// classify turns a client error into an unavailable error naming the
+// endpoint; credentials are never part of it.
+func classify(endpoint string, err error) error {
+	switch {
+	case errors.Is(err, rpctypes.ErrAuthFailed), errors.Is(err, rpctypes.ErrGRPCAuthFailed):
+		return types.Wrap(types.Unavailable, errors.New("authentication failed (user name or password wrong)"), "etcd "+endpoint)
+	case errors.Is(err, rpctypes.ErrPermissionDenied), errors.Is(err, rpctypes.ErrGRPCPermissionDenied):
+		return types.Wrap(types.Unavailable, errors.New("permission denied"), "etcd "+endpoint)
+	case errors.Is(err, context.DeadlineExceeded):
+		return types.Wrap(types.Unavailable, fmt.Errorf("no answer in time: %w", err), "etcd "+endpoint)
+	}
+	return types.Wrap(types.Unavailable, err, "etcd "+endpoint)
+}

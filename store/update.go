@@ -1,0 +1,112 @@
+package store
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"math/rand/v2"
+	"time"
+)
+
+// Tx is one attempt of an Update: the snapshot it read and the writes it
+// wants. Its commit is conditional on every key read being unchanged.
+type Tx struct {
+	snap  *Snapshot
+	keys  []string
+	ops   []Op
+	index map[string]int // key -> position in ops, so the last write wins
+}
+
+// Get returns the value of key as read, or as written earlier in this
+// transaction. Only keys named to Update can be read.
+func (t *Tx) Get(key string) ([]byte, bool) {
+	if i, ok := t.index[key]; ok {
+		op := t.ops[i]
+		return op.Value, !op.Delete
+	}
+	return t.snap.Get(key)
+}
+
+// Snapshot is what the transaction read.
+func (t *Tx) Snapshot() *Snapshot { return t.snap }
+
+// Put writes key.
+func (t *Tx) Put(key string, value []byte) { t.set(Op{Key: key, Value: value}) }
+
+// PutTTL writes key to expire after ttl.
+func (t *Tx) PutTTL(key string, value []byte, ttl time.Duration) {
+	t.set(Op{Key: key, Value: value, TTL: ttl})
+}
+
+// Delete removes key.
+func (t *Tx) Delete(key string) { t.set(Op{Key: key, Delete: true}) }
+
+// Writes reports whether the transaction has anything to commit.
+func (t *Tx) Writes() bool { return len(t.ops) > 0 }
+
+func (t *Tx) set(op Op) {
+	if i, ok := t.index[op.Key]; ok {
+		t.ops[i] = op
+		return
+	}
+	t.index[op.Key] = len(t.ops)
+	t.ops = append(t.ops, op)
+}
+
+func (t *Tx) conds() []Cond {
+	conds := make([]Cond, 0, len(t.keys))
+	for _, k := range t.keys {
+		conds = append(conds, Cond{Key: k, ModRevision: t.snap.Items[k].ModRevision})
+	}
+	return conds
+}
+
+// ErrContention is returned by Update when the keys kept changing under it
+// until its context ended.
+var ErrContention = errors.New("store: gave up after repeated conflicting writes")
+
+// Update reads keys in one snapshot, calls fn with a transaction over them,
+// and commits fn's writes if none of the keys changed in between. On a
+// conflict it waits a jittered, growing pause and starts again with a fresh
+// read, until ctx ends; then it returns an error wrapping ErrContention. fn
+// may run several times and must not have other side effects. An fn error
+// ends the Update at once with that error and nothing written.
+func Update(ctx context.Context, s Store, keys []string, fn func(*Tx) error) error {
+	pause := time.Millisecond
+	for attempt := 1; ; attempt++ {
+		snap, err := s.Read(ctx, keys, nil)
+		if err != nil {
+			return contended(ctx, err, attempt)
+		}
+		tx := &Tx{snap: snap, keys: keys, index: map[string]int{}}
+		if err := fn(tx); err != nil {
+			return err
+		}
+		if !tx.Writes() {
+			return nil
+		}
+		err = s.Txn(ctx, tx.conds(), tx.ops)
+		if !errors.Is(err, ErrConflict) {
+			return contended(ctx, err, attempt)
+		}
+		wait := pause/2 + rand.N(pause)
+		select {
+		case <-ctx.Done():
+			return fmt.Errorf("%w (%d attempts)", ErrContention, attempt)
+		case <-time.After(wait):
+		}
+		if pause < 64*time.Millisecond {
+			pause *= 2
+		}
+	}
+}
+
+// contended tells a deadline that ran out while retrying conflicts apart from
+// a store that does not answer: after a conflict, running out of time is
+// contention.
+func contended(ctx context.Context, err error, attempt int) error {
+	if err != nil && attempt > 1 && ctx.Err() != nil {
+		return fmt.Errorf("%w (%d attempts)", ErrContention, attempt)
+	}
+	return err
+}

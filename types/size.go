@@ -1,0 +1,65 @@
+package types
+
+import (
+	"encoding/json"
+	"fmt"
+	"strings"
+
+	"github.com/docker/go-units"
+)
+
+// ParseSize reads a byte size or a quota: a plain integer or a human size
+// with go-units RAMInBytes semantics ("1T" = "1TiB" = 2^40). A leading minus
+// is accepted only when signed is true (realloc deltas); go-units itself
+// never takes one. Sizes beyond 2^53 are refused: core reads every answer
+// through float64 and would change them.
+func ParseSize(s string, signed bool) (int64, error) {
+	text := strings.TrimSpace(s)
+	neg := false
+	switch {
+	case strings.HasPrefix(text, "-"):
+		if !signed {
+			return 0, fmt.Errorf("size %q is negative", Clip([]byte(s)))
+		}
+		neg, text = true, text[1:]
+	case strings.HasPrefix(text, "+"):
+		text = text[1:]
+	}
+	if text == "" {
+		return 0, fmt.Errorf("size %q is empty", Clip([]byte(s)))
+	}
+	n, err := units.RAMInBytes(text)
+	if err != nil {
+		return 0, fmt.Errorf("size %q is not a number of bytes or a human size like 10G", Clip([]byte(s)))
+	}
+	if n < 0 || n > MaxExact {
+		return 0, fmt.Errorf("size %q is too large (at most 8 PiB)", Clip([]byte(s)))
+	}
+	if neg {
+		n = -n
+	}
+	return n, nil
+}
+
+// ParseSizeJSON reads a size given in JSON as a number or a string.
+func ParseSizeJSON(raw json.RawMessage, signed bool) (int64, error) {
+	var s string
+	if err := json.Unmarshal(raw, &s); err == nil {
+		return ParseSize(s, signed)
+	}
+	var n json.Number
+	if err := json.Unmarshal(raw, &n); err != nil {
+		return 0, fmt.Errorf("size %s is neither a number nor a string", Clip(raw))
+	}
+	return ParseSize(n.String(), signed)
+}
+
+// Clip shortens raw input for an error message and keeps it valid UTF-8.
+func Clip(raw []byte) string {
+	const most = 40
+	s := strings.ToValidUTF8(string(raw), "?")
+	if len(s) > most {
+		return s[:most] + "…"
+	}
+	return s
+}
