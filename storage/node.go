@@ -25,7 +25,9 @@ type Disk struct {
 func (d *Disk) Quota() Quota { return Quota{d.ReadIOPS, d.WriteIOPS, d.ReadBPS, d.WriteBPS} }
 
 // SetQuota replaces the disk's four quotas.
-func (d *Disk) SetQuota(q Quota) { d.ReadIOPS, d.WriteIOPS, d.ReadBPS, d.WriteBPS = q[0], q[1], q[2], q[3] }
+func (d *Disk) SetQuota(q Quota) {
+	d.ReadIOPS, d.WriteIOPS, d.ReadBPS, d.WriteBPS = q[0], q[1], q[2], q[3]
+}
 
 // Resource is a node's capacity or usage in stored form: volume sizes by
 // device, disks with their quotas, and the flat storage total.

@@ -69,7 +69,9 @@ func (Plugin) SetCapacity(n *Node, resource, request json.RawMessage, delta, inc
 }
 
 // Restore builds a record verbatim.
-func (Plugin) Restore(capacity, usage json.RawMessage) (*Node, error) { return Restore(capacity, usage) }
+func (Plugin) Restore(capacity, usage json.RawMessage) (*Node, error) {
+	return Restore(capacity, usage)
+}
 
 // NextUsage computes a usage write.
 func (Plugin) NextUsage(n *Node, resource, request, workloads json.RawMessage, delta, incr bool) (*Node, error) {

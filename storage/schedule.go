@@ -210,7 +210,7 @@ func (f *freeHeap) Less(a, b int) bool {
 	return f.s.host.Devices[ia].Name < f.s.host.Devices[ib].Name
 }
 func (f *freeHeap) Swap(a, b int) { f.devs[a], f.devs[b] = f.devs[b], f.devs[a] }
-func (f *freeHeap) Push(x any)   { f.devs = append(f.devs, x.(int)) }
+func (f *freeHeap) Push(x any)    { f.devs = append(f.devs, x.(int)) }
 func (f *freeHeap) Pop() any {
 	last := f.devs[len(f.devs)-1]
 	f.devs = f.devs[:len(f.devs)-1]
