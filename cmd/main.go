@@ -11,6 +11,7 @@ import (
 	"io"
 	"log/slog"
 	"os"
+	"slices"
 	"strings"
 	"time"
 
@@ -75,7 +76,25 @@ func (r *runner) app() *cli.App {
 			return nil
 		},
 	}
+	for _, c := range app.Commands {
+		quietUsage(c, "")
+	}
 	return app
+}
+
+// quietUsage makes a malformed command line one error line instead of
+// urfave's usage text on stdout, for c and its subcommands.
+func quietUsage(c *cli.Command, parent string) {
+	name := strings.TrimSpace(parent + " " + c.Name)
+	c.OnUsageError = func(_ *cli.Context, err error, _ bool) error {
+		if parent == "" && slices.Contains(plugin.Verbs, c.Name) {
+			return verbError{verb: c.Name, err: types.Invalid("%s", err.Error())}
+		}
+		return commandError{command: name, err: types.Invalid("%s", err.Error())}
+	}
+	for _, sub := range c.Subcommands {
+		quietUsage(sub, name)
+	}
 }
 
 // config loads the configuration once.

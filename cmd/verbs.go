@@ -131,6 +131,9 @@ func describeJSONError(err error) string {
 	if errors.As(err, &te) {
 		return fmt.Sprintf("%s: want %s, got a JSON %s", te.Field, te.Type, te.Value)
 	}
+	if errors.Is(err, io.ErrUnexpectedEOF) {
+		return "malformed JSON: it ends before the object is complete"
+	}
 	var se *json.SyntaxError
 	if errors.As(err, &se) {
 		return fmt.Sprintf("malformed JSON at byte %d: %s", se.Offset, se.Error())

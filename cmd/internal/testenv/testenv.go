@@ -1,0 +1,351 @@
+// Package testenv runs the plugin binaries the way eru core does, for
+// behaviour tests: each binary built once per test process, a real etcd
+// server started in-process on loopback, an embedded store in a temporary
+// folder, and a call that writes the request on stdin, sets the working
+// directory to the plugin folder and checks the exit status and the output.
+package testenv
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"fmt"
+	"net/url"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"runtime"
+	"sort"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+	clientv3 "go.etcd.io/etcd/client/v3"
+	"go.etcd.io/etcd/server/v3/embed"
+	"go.uber.org/zap"
+
+	"github.com/eru-extend/resources/store/boltstore"
+)
+
+var (
+	buildOnce sync.Once
+	binDir    string
+	buildErr  error
+)
+
+// Root is the module's root folder.
+func Root() string {
+	_, file, _, _ := runtime.Caller(0)
+	return filepath.Clean(filepath.Join(filepath.Dir(file), "..", "..", ".."))
+}
+
+// Bin returns the path of a freshly built plugin binary (storage or
+// compute). $ERU_TEST_BIN names a folder of prebuilt binaries instead.
+func Bin(t testing.TB, name string) string {
+	t.Helper()
+	if dir := os.Getenv("ERU_TEST_BIN"); dir != "" {
+		return filepath.Join(dir, name)
+	}
+	buildOnce.Do(func() {
+		binDir, buildErr = os.MkdirTemp("", "eru-plugin-bin-")
+		if buildErr != nil {
+			return
+		}
+		cmd := exec.Command("go", "build", "-o", binDir+"/", "./cmd/storage", "./cmd/compute")
+		cmd.Dir = Root()
+		if out, err := cmd.CombinedOutput(); err != nil {
+			buildErr = fmt.Errorf("go build: %v\n%s", err, out)
+		}
+	})
+	require.NoError(t, buildErr)
+	return filepath.Join(binDir, name)
+}
+
+// Etcd is an etcd server for tests.
+type Etcd struct {
+	Endpoint string
+	server   *embed.Etcd
+	dir      string
+}
+
+var (
+	etcdOnce   sync.Once
+	sharedEtcd *Etcd
+	etcdErr    error
+)
+
+// SharedEtcd is one etcd server per test process; tests keep apart by
+// using their own key prefix.
+func SharedEtcd(t testing.TB) *Etcd {
+	t.Helper()
+	etcdOnce.Do(func() {
+		dir, err := os.MkdirTemp("", "eru-test-etcd-")
+		if err != nil {
+			etcdErr = err
+			return
+		}
+		sharedEtcd, etcdErr = StartEtcd(dir, nil)
+	})
+	require.NoError(t, etcdErr)
+	return sharedEtcd
+}
+
+// StartEtcd starts an etcd server with its data in dir on free loopback
+// ports; tune may adjust the configuration (TLS, ...) before it starts.
+func StartEtcd(dir string, tune func(*embed.Config)) (*Etcd, error) {
+	cfg := embed.NewConfig()
+	cfg.Dir = filepath.Join(dir, "data")
+	cfg.LogLevel = "error"
+	cfg.LogOutputs = []string{filepath.Join(dir, "etcd.log")}
+	client, _ := url.Parse("http://127.0.0.1:0")
+	peer, _ := url.Parse("http://127.0.0.1:0")
+	cfg.ListenClientUrls = []url.URL{*client}
+	cfg.AdvertiseClientUrls = []url.URL{*client}
+	cfg.ListenPeerUrls = []url.URL{*peer}
+	cfg.AdvertisePeerUrls = []url.URL{*peer}
+	cfg.InitialCluster = cfg.Name + "=" + peer.String()
+	if tune != nil {
+		tune(cfg)
+	}
+	e, err := embed.StartEtcd(cfg)
+	if err != nil {
+		return nil, err
+	}
+	select {
+	case <-e.Server.ReadyNotify():
+	case <-time.After(20 * time.Second):
+		e.Close()
+		return nil, fmt.Errorf("etcd did not start in 20s")
+	}
+	scheme := "http"
+	if !cfg.ClientTLSInfo.Empty() {
+		scheme = "https"
+	}
+	return &Etcd{Endpoint: scheme + "://" + e.Clients[0].Addr().String(), server: e, dir: dir}, nil
+}
+
+// Stop stops the server.
+func (e *Etcd) Stop() {
+	e.server.Close()
+}
+
+// Client returns a client of the server, closed with the test.
+func (e *Etcd) Client(t testing.TB) *clientv3.Client {
+	t.Helper()
+	c, err := clientv3.New(clientv3.Config{Endpoints: []string{e.Endpoint}, DialTimeout: 5 * time.Second, Logger: zap.NewNop()})
+	require.NoError(t, err)
+	t.Cleanup(func() { _ = c.Close() })
+	return c
+}
+
+// Env is one plugin folder, configured for one store, as core would run the
+// plugins in it.
+type Env struct {
+	Kind   string // "etcd" or "embedded"
+	Dir    string // the plugin folder: the working directory of every call
+	Prefix string
+	Etcd   *Etcd  // nil for the embedded store
+	DB     string // the embedded store's file
+	extra  string
+}
+
+var prefixes atomic.Int64
+
+// Option adjusts an Env's config file.
+type Option func(*Env)
+
+// WithConfig adds YAML lines to the config (e.g. "nodes:\n  require_session: true").
+func WithConfig(yaml string) Option { return func(e *Env) { e.extra += yaml + "\n" } }
+
+// NewEtcd returns an Env on the shared etcd server, with a prefix of its own.
+func NewEtcd(t testing.TB, opts ...Option) *Env {
+	t.Helper()
+	e := &Env{Kind: "etcd", Dir: t.TempDir(), Etcd: SharedEtcd(t), Prefix: fmt.Sprintf("/test-%d-%d", os.Getpid(), prefixes.Add(1))}
+	for _, o := range opts {
+		o(e)
+	}
+	e.writeConfig(t)
+	return e
+}
+
+// NewEmbedded returns an Env on an embedded store in a fresh folder.
+func NewEmbedded(t testing.TB, opts ...Option) *Env {
+	t.Helper()
+	dir := t.TempDir()
+	e := &Env{Kind: "embedded", Dir: dir, Prefix: "/eru-resources", DB: filepath.Join(dir, "eru-resources.db")}
+	for _, o := range opts {
+		o(e)
+	}
+	e.writeConfig(t)
+	return e
+}
+
+// Backends runs f once on etcd and once on the embedded store.
+func Backends(t *testing.T, f func(t *testing.T, env *Env), opts ...Option) {
+	t.Run("etcd", func(t *testing.T) { f(t, NewEtcd(t, opts...)) })
+	t.Run("embedded", func(t *testing.T) { f(t, NewEmbedded(t, opts...)) })
+}
+
+// ConfigYAML is the config file the Env's plugins read.
+func (e *Env) ConfigYAML() string {
+	var b strings.Builder
+	if e.Etcd != nil {
+		fmt.Fprintf(&b, "etcd:\n  machines: [%q]\n  prefix: %q\n", e.Etcd.Endpoint, e.Prefix)
+	} else {
+		fmt.Fprintf(&b, "embedded:\n  path: %q\n", e.DB)
+	}
+	b.WriteString(e.extra)
+	return b.String()
+}
+
+func (e *Env) writeConfig(t testing.TB) {
+	t.Helper()
+	for _, name := range []string{"storage.yaml", "compute.yaml"} {
+		require.NoError(t, os.WriteFile(filepath.Join(e.Dir, name), []byte(e.ConfigYAML()), 0o644))
+	}
+}
+
+// Result is one finished call.
+type Result struct {
+	Stdout, Stderr string
+	Code           int
+	Took           time.Duration
+}
+
+// Exec runs the binary with args in the plugin folder, stdin given.
+func (e *Env) Exec(t testing.TB, bin string, stdin []byte, args ...string) Result {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	cmd := exec.CommandContext(ctx, Bin(t, bin), args...)
+	cmd.Dir = e.Dir
+	cmd.Env = append(os.Environ(), "ERU_RESOURCE_CONFIG_PATH=")
+	cmd.Stdin = bytes.NewReader(stdin)
+	var out, errb bytes.Buffer
+	cmd.Stdout, cmd.Stderr = &out, &errb
+	start := time.Now()
+	err := cmd.Run()
+	res := Result{Stdout: out.String(), Stderr: errb.String(), Took: time.Since(start)}
+	if err != nil {
+		exit, ok := err.(*exec.ExitError)
+		require.True(t, ok, "running %s %v: %v", bin, args, err)
+		res.Code = exit.ExitCode()
+	}
+	return res
+}
+
+// Verb runs `bin verb` with req (any JSON-encodable value, or []byte taken
+// as is) on stdin.
+func (e *Env) Verb(t testing.TB, bin, verb string, req any) Result {
+	t.Helper()
+	var in []byte
+	switch r := req.(type) {
+	case []byte:
+		in = r
+	case string:
+		in = []byte(r)
+	default:
+		var err error
+		in, err = json.Marshal(req)
+		require.NoError(t, err)
+	}
+	return e.Exec(t, bin, in, verb)
+}
+
+// Call runs a verb that must succeed the way core needs it to: exit 0,
+// nothing on stderr, one JSON value on stdout, which it decodes into out
+// (when out is not nil) and returns raw.
+func (e *Env) Call(t testing.TB, bin, verb string, req any, out any) json.RawMessage {
+	t.Helper()
+	res := e.Verb(t, bin, verb, req)
+	require.Equal(t, 0, res.Code, "%s %s failed: %s", bin, verb, res.Stderr)
+	require.Empty(t, res.Stderr, "%s %s wrote to stderr", bin, verb)
+	raw := json.RawMessage(strings.TrimSpace(res.Stdout))
+	require.True(t, json.Valid(raw), "%s %s printed no JSON: %q", bin, verb, res.Stdout)
+	if out != nil {
+		require.NoError(t, json.Unmarshal(raw, out))
+	}
+	return raw
+}
+
+// Fail runs a verb that must fail as a plugin verb does: exit 128, nothing
+// on stdout, one line on stderr naming the binary and verb; it returns that
+// line.
+func (e *Env) Fail(t testing.TB, bin, verb string, req any) string {
+	t.Helper()
+	res := e.Verb(t, bin, verb, req)
+	require.Equal(t, 128, res.Code, "%s %s should fail, printed %s %s", bin, verb, res.Stdout, res.Stderr)
+	require.Empty(t, res.Stdout)
+	line := strings.TrimSuffix(res.Stderr, "\n")
+	require.NotContains(t, line, "\n", "the error must be one line")
+	require.True(t, strings.HasPrefix(line, bin+": "+verb+": "), "error line %q", line)
+	return line
+}
+
+// Op runs an operator command; it returns the result for the caller to
+// check.
+func (e *Env) Op(t testing.TB, bin string, args ...string) Result {
+	t.Helper()
+	return e.Exec(t, bin, nil, args...)
+}
+
+// OpOK runs an operator command that must succeed and decodes its JSON.
+func (e *Env) OpOK(t testing.TB, bin string, out any, args ...string) json.RawMessage {
+	t.Helper()
+	res := e.Op(t, bin, args...)
+	require.Equal(t, 0, res.Code, "%s %v failed: %s", bin, args, res.Stderr)
+	require.Empty(t, res.Stderr)
+	raw := json.RawMessage(strings.TrimSpace(res.Stdout))
+	if out != nil {
+		require.NoError(t, json.Unmarshal(raw, out), "%s", res.Stdout)
+	}
+	return raw
+}
+
+// Dump reads every key of the Env's store, for asserting that a refused
+// call wrote nothing. Session keys are left out: they expire on their own.
+func (e *Env) Dump(t testing.TB) map[string]string {
+	t.Helper()
+	out := map[string]string{}
+	if e.Etcd != nil {
+		resp, err := e.Etcd.Client(t).Get(context.Background(), e.Prefix+"/", clientv3.WithPrefix())
+		require.NoError(t, err)
+		for _, kv := range resp.Kvs {
+			out[strings.TrimPrefix(string(kv.Key), e.Prefix)] = string(kv.Value)
+		}
+		return out
+	}
+	s, err := boltstore.Open(e.DB, boltstore.Options{Prefix: e.Prefix, ReadOnly: true, LockTimeout: 5 * time.Second})
+	require.NoError(t, err)
+	defer s.Close()
+	snap, err := s.Read(context.Background(), nil, []string{"/"})
+	require.NoError(t, err)
+	for k, it := range snap.Items {
+		out[k] = string(it.Value)
+	}
+	return out
+}
+
+// Keys lists a dump's keys in order.
+func Keys(dump map[string]string) []string {
+	keys := make([]string, 0, len(dump))
+	for k := range dump {
+		keys = append(keys, k)
+	}
+	sort.Strings(keys)
+	return keys
+}
+
+// Record decodes the stored value of key into out and reports whether it
+// exists.
+func (e *Env) Record(t testing.TB, key string, out any) bool {
+	t.Helper()
+	v, ok := e.Dump(t)[key]
+	if ok && out != nil {
+		require.NoError(t, json.Unmarshal([]byte(v), out))
+	}
+	return ok
+}
