@@ -1,0 +1,45 @@
+# Two commands matter: `make demo` (the eru flow on the embedded store, no
+# etcd needed) and `make test` (everything CI runs).
+GO       ?= go
+BIN      ?= bin
+FUZZTIME ?= 5s
+
+.PHONY: build demo test lint unit conformance fuzz-short fuzz bench clean
+
+build:
+	$(GO) build -trimpath -ldflags '-s -w' -o $(BIN)/ ./cmd/storage ./cmd/compute
+
+demo: build
+	$(GO) run ./cmd/demo -bin $(BIN)
+
+lint:
+	@out="$$(gofmt -l $$(git ls-files '*.go' 2>/dev/null || find . -name '*.go'))"; \
+	  if [ -n "$$out" ]; then echo "gofmt would change:"; echo "$$out"; exit 1; fi
+	$(GO) vet ./...
+	cd conformance && $(GO) vet ./...
+
+unit:
+	$(GO) test -count=1 ./...
+
+conformance:
+	cd conformance && $(GO) test -count=1 ./...
+
+# Every fuzz target for FUZZTIME on top of its committed corpus (which
+# `unit` already replays). `make fuzz FUZZTIME=10m` fuzzes for longer.
+fuzz-short:
+	@for pkg in $$($(GO) list ./...); do \
+	  for target in $$($(GO) test -list '^Fuzz' $$pkg | grep '^Fuzz'); do \
+	    echo "fuzz $$pkg $$target ($(FUZZTIME))"; \
+	    $(GO) test $$pkg -run '^$$' -fuzz "^$$target\$$" -fuzztime $(FUZZTIME) >/dev/null || exit 1; \
+	  done; \
+	done
+
+fuzz: fuzz-short
+
+test: lint unit conformance fuzz-short
+
+bench: build
+	$(GO) test -run '^$$' -bench . -benchmem ./storage/ ./overcommit/ ./cmd/...
+
+clean:
+	rm -rf $(BIN)
