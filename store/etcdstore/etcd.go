@@ -17,7 +17,7 @@ import (
 	"go.etcd.io/etcd/client/pkg/v3/transport"
 	clientv3 "go.etcd.io/etcd/client/v3"
 	"go.uber.org/zap"
-	"google.golang.org/grpc"
+	"google.golang.org/grpc/connectivity"
 	"google.golang.org/grpc/grpclog"
 
 	"github.com/eru-extend/resources/store"
@@ -45,6 +45,7 @@ type Store struct {
 	client   *clientv3.Client
 	prefix   string
 	endpoint string // for error messages
+	dial     time.Duration
 }
 
 var quietGRPC sync.Once
@@ -65,7 +66,6 @@ func Open(ctx context.Context, cfg Config) (*Store, error) {
 		Password:    cfg.Password,
 		Logger:      zap.NewNop(),
 		Context:     ctx,
-		DialOptions: []grpc.DialOption{grpc.WithBlock()}, //nolint:staticcheck // fail at dial, naming the endpoint
 	}
 	if cfg.CA != "" || cfg.Cert != "" || cfg.Key != "" {
 		info := transport.TLSInfo{CertFile: cfg.Cert, KeyFile: cfg.Key, TrustedCAFile: cfg.CA}
@@ -79,7 +79,27 @@ func Open(ctx context.Context, cfg Config) (*Store, error) {
 	if err != nil {
 		return nil, classify(endpoint, err)
 	}
-	return &Store{client: client, prefix: strings.TrimSuffix(cfg.Prefix, "/"), endpoint: endpoint}, nil
+	return &Store{client: client, prefix: strings.TrimSuffix(cfg.Prefix, "/"), endpoint: endpoint, dial: cfg.DialTimeout}, nil
+}
+
+// bound gives a call made before the connection is up no longer than the
+// dial timeout: the client connects lazily and would otherwise wait for a
+// dead etcd until the call's own deadline.
+func (s *Store) bound(ctx context.Context) (context.Context, context.CancelFunc, bool) {
+	if s.dial <= 0 || s.client.ActiveConnection().GetState() == connectivity.Ready {
+		return ctx, func() {}, false
+	}
+	ctx, cancel := context.WithTimeout(ctx, s.dial)
+	return ctx, cancel, true
+}
+
+// fail classifies an error of a call; dialing says the call was the one
+// waiting for the connection.
+func (s *Store) fail(err error, dialing bool) error {
+	if dialing && errors.Is(err, context.DeadlineExceeded) {
+		return types.Wrap(types.Unavailable, fmt.Errorf("unreachable: no connection within %s", s.dial), "etcd "+s.endpoint)
+	}
+	return classify(s.endpoint, err)
 }
 
 // Client is the underlying etcd client, for tests and tools.
@@ -110,9 +130,11 @@ func (s *Store) Read(ctx context.Context, keys []string, prefixes []string) (*st
 				chunk[i] = pin(chunk[i], snap.Revision)
 			}
 		}
-		resp, err := s.client.Txn(ctx).Then(chunk...).Commit()
+		cctx, cancel, dialing := s.bound(ctx)
+		resp, err := s.client.Txn(cctx).Then(chunk...).Commit()
+		cancel()
 		if err != nil {
-			return nil, classify(s.endpoint, err)
+			return nil, s.fail(err, dialing)
 		}
 		if snap.Revision == 0 {
 			snap.Revision = resp.Header.Revision
@@ -155,18 +177,22 @@ func (s *Store) Txn(ctx context.Context, conds []store.Cond, ops []store.Op) err
 			then = append(then, clientv3.OpDelete(key))
 		case op.TTL > 0:
 			secs := int64(math.Ceil(op.TTL.Seconds()))
-			lease, err := s.client.Grant(ctx, secs)
+			cctx, cancel, dialing := s.bound(ctx)
+			lease, err := s.client.Grant(cctx, secs)
+			cancel()
 			if err != nil {
-				return classify(s.endpoint, err)
+				return s.fail(err, dialing)
 			}
 			then = append(then, clientv3.OpPut(key, string(op.Value), clientv3.WithLease(lease.ID)))
 		default:
 			then = append(then, clientv3.OpPut(key, string(op.Value)))
 		}
 	}
-	resp, err := s.client.Txn(ctx).If(cmps...).Then(then...).Commit()
+	cctx, cancel, dialing := s.bound(ctx)
+	defer cancel()
+	resp, err := s.client.Txn(cctx).If(cmps...).Then(then...).Commit()
 	if err != nil {
-		return classify(s.endpoint, err)
+		return s.fail(err, dialing)
 	}
 	if !resp.Succeeded {
 		return store.ErrConflict

@@ -10,7 +10,6 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
-	"net/url"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -24,10 +23,9 @@ import (
 
 	"github.com/stretchr/testify/require"
 	clientv3 "go.etcd.io/etcd/client/v3"
-	"go.etcd.io/etcd/server/v3/embed"
-	"go.uber.org/zap"
 
 	"github.com/eru-extend/resources/store/boltstore"
+	"github.com/eru-extend/resources/store/storetest"
 )
 
 var (
@@ -64,82 +62,11 @@ func Bin(t testing.TB, name string) string {
 	return filepath.Join(binDir, name)
 }
 
-// Etcd is an etcd server for tests.
-type Etcd struct {
-	Endpoint string
-	server   *embed.Etcd
-	dir      string
-}
+// Etcd is an etcd server for tests (see storetest).
+type Etcd = storetest.Etcd
 
-var (
-	etcdOnce   sync.Once
-	sharedEtcd *Etcd
-	etcdErr    error
-)
-
-// SharedEtcd is one etcd server per test process; tests keep apart by
-// using their own key prefix.
-func SharedEtcd(t testing.TB) *Etcd {
-	t.Helper()
-	etcdOnce.Do(func() {
-		dir, err := os.MkdirTemp("", "eru-test-etcd-")
-		if err != nil {
-			etcdErr = err
-			return
-		}
-		sharedEtcd, etcdErr = StartEtcd(dir, nil)
-	})
-	require.NoError(t, etcdErr)
-	return sharedEtcd
-}
-
-// StartEtcd starts an etcd server with its data in dir on free loopback
-// ports; tune may adjust the configuration (TLS, ...) before it starts.
-func StartEtcd(dir string, tune func(*embed.Config)) (*Etcd, error) {
-	cfg := embed.NewConfig()
-	cfg.Dir = filepath.Join(dir, "data")
-	cfg.LogLevel = "error"
-	cfg.LogOutputs = []string{filepath.Join(dir, "etcd.log")}
-	client, _ := url.Parse("http://127.0.0.1:0")
-	peer, _ := url.Parse("http://127.0.0.1:0")
-	cfg.ListenClientUrls = []url.URL{*client}
-	cfg.AdvertiseClientUrls = []url.URL{*client}
-	cfg.ListenPeerUrls = []url.URL{*peer}
-	cfg.AdvertisePeerUrls = []url.URL{*peer}
-	cfg.InitialCluster = cfg.Name + "=" + peer.String()
-	if tune != nil {
-		tune(cfg)
-	}
-	e, err := embed.StartEtcd(cfg)
-	if err != nil {
-		return nil, err
-	}
-	select {
-	case <-e.Server.ReadyNotify():
-	case <-time.After(20 * time.Second):
-		e.Close()
-		return nil, fmt.Errorf("etcd did not start in 20s")
-	}
-	scheme := "http"
-	if !cfg.ClientTLSInfo.Empty() {
-		scheme = "https"
-	}
-	return &Etcd{Endpoint: scheme + "://" + e.Clients[0].Addr().String(), server: e, dir: dir}, nil
-}
-
-// Stop stops the server.
-func (e *Etcd) Stop() {
-	e.server.Close()
-}
-
-// Client returns a client of the server, closed with the test.
-func (e *Etcd) Client(t testing.TB) *clientv3.Client {
-	t.Helper()
-	c, err := clientv3.New(clientv3.Config{Endpoints: []string{e.Endpoint}, DialTimeout: 5 * time.Second, Logger: zap.NewNop()})
-	require.NoError(t, err)
-	t.Cleanup(func() { _ = c.Close() })
-	return c
-}
+// SharedEtcd is one etcd server per test process.
+func SharedEtcd(t testing.TB) *Etcd { return storetest.SharedEtcd(t) }
 
 // Env is one plugin folder, configured for one store, as core would run the
 // plugins in it.

@@ -1,0 +1,42 @@
+package etcdstore_test
+
+import (
+	"context"
+	"fmt"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+
+	"github.com/eru-extend/resources/store"
+	"github.com/eru-extend/resources/store/etcdstore"
+	"github.com/eru-extend/resources/store/storetest"
+	"github.com/eru-extend/resources/types"
+)
+
+func TestContract(t *testing.T) {
+	e := storetest.SharedEtcd(t)
+	prefix := fmt.Sprintf("/contract-%d", time.Now().UnixNano())
+	storetest.Run(t, func(t *testing.T, name string) store.Store {
+		s, err := etcdstore.Open(context.Background(), etcdstore.Config{
+			Endpoints: []string{e.Endpoint}, Prefix: prefix + "/" + name, DialTimeout: 2 * time.Second,
+		})
+		require.NoError(t, err)
+		t.Cleanup(func() { _ = s.Close() })
+		return s
+	}, 5*time.Second)
+}
+
+func TestADeadEtcdFailsFastNamingTheEndpoint(t *testing.T) {
+	start := time.Now()
+	s, err := etcdstore.Open(context.Background(), etcdstore.Config{
+		Endpoints: []string{"http://127.0.0.1:1"}, Prefix: "/x", DialTimeout: 500 * time.Millisecond,
+	})
+	require.NoError(t, err, "the client connects lazily")
+	defer s.Close()
+	_, err = s.Read(context.Background(), []string{"/a"}, nil)
+	require.Error(t, err)
+	require.Less(t, time.Since(start), 2*time.Second)
+	require.Equal(t, types.Unavailable, types.ClassOf(err))
+	require.Contains(t, err.Error(), "etcd http://127.0.0.1:1: unreachable: no connection within 500ms")
+}
