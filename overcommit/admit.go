@@ -19,10 +19,16 @@ func (n *Node) DeployCapacity(w *WorkloadRequest, d Defaults, maxDeploy int) typ
 	if w.MemoryRequest > 0 {
 		capacity = min(capacity, max(0, s.MemoryBytes-n.Usage.MemoryBytes)/w.MemoryRequest)
 	}
-	cpuUsed, memUsed := fraction(n.Usage.CPUMillis, s.CPUMillis), fraction(n.Usage.MemoryBytes, s.MemoryBytes)
-	usage, rate := cpuUsed, fraction(w.CPURequestMillis, s.CPUMillis)
-	if memUsed > cpuUsed {
-		usage, rate = memUsed, fraction(w.MemoryRequest, s.MemoryBytes)
+	// Usage above schedulable (a ratio lowered under what is reserved)
+	// still reads as a full node: core takes usage as a fraction in 0..1.
+	cpuUsed, memUsed := min(1, fraction(n.Usage.CPUMillis, s.CPUMillis)), min(1, fraction(n.Usage.MemoryBytes, s.MemoryBytes))
+	// rate follows the resource usage comes from; when both are as used,
+	// the one the request takes more of (a memory-only request on a node
+	// half used in both must not read as costing nothing).
+	cpuRate, memRate := fraction(w.CPURequestMillis, s.CPUMillis), fraction(w.MemoryRequest, s.MemoryBytes)
+	usage, rate := cpuUsed, cpuRate
+	if memUsed > cpuUsed || memUsed == cpuUsed && memRate > cpuRate {
+		usage, rate = memUsed, memRate
 	}
 	return types.NodeCapacity{Capacity: int(capacity), Usage: usage, Rate: rate, Weight: 1}
 }
@@ -44,20 +50,27 @@ func (n *Node) Admit(w *WorkloadRequest, count int, d Defaults, maxDeploy int) e
 		return types.Errorf(types.ResourceExhausted, "deploy_count %d is above scheduler.max_deploy_count %d", count, maxDeploy)
 	}
 	return n.fits(Amount{CPUMillis: mulSat(w.CPURequestMillis, int64(count)), MemoryBytes: mulSat(w.MemoryRequest, int64(count))}, d,
-		func(what string) string { return plural(count) + " of " + what })
+		func(resource string) string {
+			each := w.CPURequestMillis
+			if resource == "memory" {
+				each = w.MemoryRequest
+			}
+			return plural(count) + " x " + strconv.FormatInt(each, 10)
+		})
 }
 
-// fits refuses when more would take usage past schedulable.
-func (n *Node) fits(more Amount, d Defaults, label func(string) string) error {
+// fits refuses when more would take usage past schedulable; why says what
+// asks for the resource ("cpu" or "memory").
+func (n *Node) fits(more Amount, d Defaults, why func(resource string) string) error {
 	s := n.Schedulable(d)
 	cpu, mem := n.Ratios(d)
 	if more.CPUMillis > 0 && n.Usage.CPUMillis+more.CPUMillis > s.CPUMillis {
-		return types.Errorf(types.ResourceExhausted, "cpu: %s need %d millicores, %d of %d schedulable are left (host %d millicores x ratio %d)",
-			label(fmtMillis(more.CPUMillis)+" CPUs"), more.CPUMillis, max(0, s.CPUMillis-n.Usage.CPUMillis), s.CPUMillis, n.Capacity.CPUMillis, cpu.Ratio)
+		return types.Errorf(types.ResourceExhausted, "cpu: need %d millicores (%s), have %d left: %d used of %d schedulable (host %d millicores x ratio %d)",
+			more.CPUMillis, why("cpu"), max(0, s.CPUMillis-n.Usage.CPUMillis), n.Usage.CPUMillis, s.CPUMillis, n.Capacity.CPUMillis, cpu.Ratio)
 	}
 	if more.MemoryBytes > 0 && n.Usage.MemoryBytes+more.MemoryBytes > s.MemoryBytes {
-		return types.Errorf(types.ResourceExhausted, "memory: %s need %d bytes, %d of %d schedulable are left (host %d bytes x ratio %d)",
-			label("memory"), more.MemoryBytes, max(0, s.MemoryBytes-n.Usage.MemoryBytes), s.MemoryBytes, n.Capacity.MemoryBytes, mem.Ratio)
+		return types.Errorf(types.ResourceExhausted, "memory: need %d bytes (%s), have %d left: %d used of %d schedulable (host %d bytes x ratio %d)",
+			more.MemoryBytes, why("memory"), max(0, s.MemoryBytes-n.Usage.MemoryBytes), n.Usage.MemoryBytes, s.MemoryBytes, n.Capacity.MemoryBytes, mem.Ratio)
 	}
 	return nil
 }
@@ -100,7 +113,7 @@ func (n *Node) Realloc(old *Workload, delta *WorkloadRequest, d Defaults) (*Work
 	}
 	next.reconcile()
 	grow := Amount{CPUMillis: max(0, next.CPURequestMillis-old.CPURequestMillis), MemoryBytes: max(0, next.MemoryRequest-old.MemoryRequest)}
-	if err := n.fits(grow, d, func(what string) string { return "growing by " + what }); err != nil {
+	if err := n.fits(grow, d, func(string) string { return "growing the workload" }); err != nil {
 		return nil, nil, false, err
 	}
 	nw := Workload(*next)

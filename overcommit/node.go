@@ -176,8 +176,19 @@ func isSnapshot(m map[string]json.RawMessage) bool {
 }
 
 // decodeAmount reads stored-form figures (extra informational keys of a
-// capacity snapshot are ignored).
+// capacity snapshot are ignored). Both stored keys must be there: anything
+// else (a request such as {"cpu": 16}) would otherwise read as zero and
+// wipe the node.
 func decodeAmount(raw json.RawMessage, what string) (Amount, error) {
+	m, err := decodeObject(raw, what)
+	if err != nil {
+		return Amount{}, err
+	}
+	for _, k := range []string{"cpu_millis", "memory_bytes"} {
+		if _, ok := m[k]; !ok {
+			return Amount{}, types.Invalid("%s: not a stored compute resource: %q is missing (want {\"cpu_millis\": N, \"memory_bytes\": N})", what, k)
+		}
+	}
 	var a Amount
 	if err := json.Unmarshal(raw, &a); err != nil {
 		return Amount{}, types.Invalid("%s: not a stored compute resource: %v", what, err)

@@ -11,6 +11,7 @@ package overcommit
 import (
 	"encoding/json"
 	"fmt"
+	"math"
 	"math/bits"
 	"strconv"
 	"strings"
@@ -98,14 +99,19 @@ func effective(override *int64, def int64) Effective {
 	return Effective{Ratio: def, Source: SourceDefault}
 }
 
-// schedulable is host × ratio / 1000, rounded down, without overflow.
+// schedulable is host × ratio / 1000, rounded down, without overflow: a
+// product whose quotient does not fit an int64 saturates (bits.Div64 would
+// panic on it).
 func schedulable(host, ratio int64) int64 {
 	if host <= 0 || ratio <= 0 {
 		return 0
 	}
 	hi, lo := bits.Mul64(uint64(host), uint64(ratio))
+	if hi >= 1000 {
+		return math.MaxInt64
+	}
 	q, _ := bits.Div64(hi, lo, 1000)
-	return int64(q)
+	return int64(min(q, math.MaxInt64))
 }
 
 // MaxHost is the largest host figure accepted: at the largest ratio its
@@ -173,17 +179,4 @@ func parseMillisJSON(raw json.RawMessage, signed bool) (int64, error) {
 		return 0, fmt.Errorf("cpu %s is neither a number nor a string", types.Clip(raw))
 	}
 	return ParseMillis(n.String(), signed)
-}
-
-// fmtMillis writes millicores as CPUs ("1.5").
-func fmtMillis(m int64) string {
-	sign := ""
-	if m < 0 {
-		sign, m = "-", -m
-	}
-	s := strconv.FormatInt(m/1000, 10)
-	if r := m % 1000; r != 0 {
-		s += strings.TrimRight(fmt.Sprintf(".%03d", r), "0")
-	}
-	return sign + s
 }
