@@ -80,6 +80,15 @@ type Store interface {
 	Close() error
 }
 
+// Rereader is a Store whose failed transaction can hand back the current
+// values of keys in the same round trip, so a retry after a conflict needs
+// no read of its own (etcd: the transaction's else branch).
+type Rereader interface {
+	// TxnOrRead is Txn; when a condition fails it also returns a fresh
+	// snapshot of keys along with ErrConflict.
+	TxnOrRead(ctx context.Context, conds []Cond, ops []Op, keys []string) (*Snapshot, error)
+}
+
 // Errors of the store. Implementations wrap these so errors.Is works.
 var (
 	// ErrConflict means a transaction's condition failed: a key changed

@@ -6,6 +6,8 @@ import (
 	"fmt"
 	"math/rand/v2"
 	"time"
+
+	"github.com/eru-extend/resources/types"
 )
 
 // Tx is one attempt of an Update: the snapshot it read and the writes it
@@ -62,8 +64,8 @@ func (t *Tx) conds() []Cond {
 }
 
 // ErrContention is returned by Update when the keys kept changing under it
-// until its context ended.
-var ErrContention = errors.New("store: gave up after repeated conflicting writes")
+// until its context ended. Errors wrapping it are of class aborted.
+var ErrContention = errors.New("gave up after repeated conflicting writes by others")
 
 // Update reads keys in one snapshot, calls fn with a transaction over them,
 // and commits fn's writes if none of the keys changed in between. On a
@@ -72,11 +74,14 @@ var ErrContention = errors.New("store: gave up after repeated conflicting writes
 // may run several times and must not have other side effects. An fn error
 // ends the Update at once with that error and nothing written.
 func Update(ctx context.Context, s Store, keys []string, fn func(*Tx) error) error {
-	pause := time.Millisecond
+	rr, rereads := s.(Rereader)
+	var snap *Snapshot
 	for attempt := 1; ; attempt++ {
-		snap, err := s.Read(ctx, keys, nil)
-		if err != nil {
-			return contended(ctx, err, attempt)
+		if snap == nil {
+			var err error
+			if snap, err = s.Read(ctx, keys, nil); err != nil {
+				return contended(ctx, err, attempt)
+			}
 		}
 		tx := &Tx{snap: snap, keys: keys, index: map[string]int{}}
 		if err := fn(tx); err != nil {
@@ -85,20 +90,35 @@ func Update(ctx context.Context, s Store, keys []string, fn func(*Tx) error) err
 		if !tx.Writes() {
 			return nil
 		}
-		err = s.Txn(ctx, tx.conds(), tx.ops)
+		var err error
+		snap = nil
+		if rereads {
+			snap, err = rr.TxnOrRead(ctx, tx.conds(), tx.ops, keys)
+		} else {
+			err = s.Txn(ctx, tx.conds(), tx.ops)
+		}
 		if !errors.Is(err, ErrConflict) {
 			return contended(ctx, err, attempt)
 		}
-		wait := pause/2 + rand.N(pause)
+		if snap != nil && attempt%2 == 1 {
+			continue // retry at once on the values the conflict brought back
+		}
+		// Back off a random while, short enough that a writer who has lost
+		// many times is not starved by newcomers, then read afresh.
+		snap = nil
 		select {
 		case <-ctx.Done():
-			return fmt.Errorf("%w (%d attempts)", ErrContention, attempt)
-		case <-time.After(wait):
-		}
-		if pause < 64*time.Millisecond {
-			pause *= 2
+			return contention(attempt)
+		case <-time.After(time.Duration(rand.N(int64(maxPause)))):
 		}
 	}
+}
+
+// maxPause bounds the random pause between attempts after a conflict.
+const maxPause = 8 * time.Millisecond
+
+func contention(attempts int) error {
+	return types.Wrap(types.Aborted, fmt.Errorf("%w (%d attempts)", ErrContention, attempts), "store")
 }
 
 // contended tells a deadline that ran out while retrying conflicts apart from
@@ -106,7 +126,7 @@ func Update(ctx context.Context, s Store, keys []string, fn func(*Tx) error) err
 // contention.
 func contended(ctx context.Context, err error, attempt int) error {
 	if err != nil && attempt > 1 && ctx.Err() != nil {
-		return fmt.Errorf("%w (%d attempts)", ErrContention, attempt)
+		return contention(attempt)
 	}
 	return err
 }

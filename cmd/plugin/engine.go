@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"maps"
 	"math"
 	"runtime"
 	"slices"
@@ -320,9 +321,20 @@ func (e *Engine[N, W]) info(ctx context.Context, req *types.Request, fix bool) (
 		capacity, usage := e.Res.View(v.rec, env)
 		return types.NodeResourceInfo{Capacity: capacity, Usage: usage, Diffs: diffs}, nil
 	}
+	// The workloads are the caller's view of the node. A retry after a
+	// conflict may go ahead when only capacity or the registration moved;
+	// when the usage itself moved, someone placed or removed work since the
+	// fix began, and writing the caller's sum would erase it.
+	var seen types.Amounts
 	return e.write(ctx, req.Nodename, nil, func(v *nodeView[N], env Env, _ *store.Tx) (N, any, error) {
 		if !v.known {
 			return v.rec, nil, types.Errorf(types.NotFound, "the %s plugin has no record of this node", e.Res.Name())
+		}
+		held := e.Res.Held(v.rec)
+		if seen == nil {
+			seen = held
+		} else if !maps.Equal(seen, held) {
+			return v.rec, nil, types.Errorf(types.Aborted, "the node's usage changed while it was being fixed; list its workloads again and retry")
 		}
 		fixed, diffs, err := e.Res.Recompute(v.rec, req.WorkloadsResource, v.reg.Ledger(e.Res.Name()))
 		if err != nil {

@@ -43,6 +43,7 @@ var (
 // Store is a store.Store on a bbolt file.
 type Store struct {
 	db     *bolt.DB // nil when opened read-only on a file that does not exist
+	lock   *os.File // the lock file, held while the store is open
 	path   string
 	prefix string
 	ro     bool
@@ -72,14 +73,25 @@ func Open(path string, opts Options) (*Store, error) {
 	if timeout <= 0 {
 		timeout = 2 * time.Second
 	}
-	db, err := bolt.Open(path, 0o644, &bolt.Options{Timeout: timeout, ReadOnly: opts.ReadOnly})
+	busy := func() error {
+		return types.Errorf(types.Unavailable, "embedded store %s: store busy: another process held its lock for %s", path, timeout)
+	}
+	lock, err := acquire(path+".lock", !opts.ReadOnly, timeout)
 	if err != nil {
-		if errors.Is(err, bolterrors.ErrTimeout) {
-			return nil, types.Errorf(types.Unavailable, "embedded store %s: store busy: another process held its lock for %s", path, timeout)
+		if errors.Is(err, errLockTimeout) {
+			return nil, busy()
 		}
 		return nil, types.Wrap(types.Unavailable, err, "embedded store "+path)
 	}
-	s.db = db
+	db, err := bolt.Open(path, 0o644, &bolt.Options{Timeout: timeout, ReadOnly: opts.ReadOnly})
+	if err != nil {
+		release(lock)
+		if errors.Is(err, bolterrors.ErrTimeout) {
+			return nil, busy()
+		}
+		return nil, types.Wrap(types.Unavailable, err, "embedded store "+path)
+	}
+	s.db, s.lock = db, lock
 	return s, nil
 }
 
@@ -91,7 +103,9 @@ func (s *Store) Close() error {
 	if s.db == nil {
 		return nil
 	}
-	return s.db.Close()
+	err := s.db.Close()
+	release(s.lock)
+	return err
 }
 
 // envelope layout: 8 bytes mod revision, 8 bytes expiry (unix nanoseconds, 0

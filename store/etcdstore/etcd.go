@@ -160,6 +160,13 @@ func pin(op clientv3.Op, rev int64) clientv3.Op {
 // Txn implements store.Store. A put with a TTL is bound to a fresh lease of
 // that many seconds (rounded up).
 func (s *Store) Txn(ctx context.Context, conds []store.Cond, ops []store.Op) error {
+	_, err := s.TxnOrRead(ctx, conds, ops, nil)
+	return err
+}
+
+// TxnOrRead implements store.Rereader: the transaction's else branch reads
+// keys, so a conflict comes back with the values that caused it.
+func (s *Store) TxnOrRead(ctx context.Context, conds []store.Cond, ops []store.Op, keys []string) (*store.Snapshot, error) {
 	cmps := make([]clientv3.Cmp, 0, len(conds))
 	for _, c := range conds {
 		key := s.prefix + c.Key
@@ -181,23 +188,39 @@ func (s *Store) Txn(ctx context.Context, conds []store.Cond, ops []store.Op) err
 			lease, err := s.client.Grant(cctx, secs)
 			cancel()
 			if err != nil {
-				return s.fail(err, dialing)
+				return nil, s.fail(err, dialing)
 			}
 			then = append(then, clientv3.OpPut(key, string(op.Value), clientv3.WithLease(lease.ID)))
 		default:
 			then = append(then, clientv3.OpPut(key, string(op.Value)))
 		}
 	}
+	var reread []clientv3.Op
+	if len(keys) <= MaxTxnOps {
+		for _, k := range keys {
+			reread = append(reread, clientv3.OpGet(s.prefix+k))
+		}
+	}
 	cctx, cancel, dialing := s.bound(ctx)
 	defer cancel()
-	resp, err := s.client.Txn(cctx).If(cmps...).Then(then...).Commit()
+	resp, err := s.client.Txn(cctx).If(cmps...).Then(then...).Else(reread...).Commit()
 	if err != nil {
-		return s.fail(err, dialing)
+		return nil, s.fail(err, dialing)
 	}
-	if !resp.Succeeded {
-		return store.ErrConflict
+	if resp.Succeeded {
+		return nil, nil
 	}
-	return nil
+	if len(reread) == 0 {
+		return nil, store.ErrConflict
+	}
+	snap := &store.Snapshot{Revision: resp.Header.Revision, Items: make(map[string]store.Item, len(keys))}
+	for _, r := range resp.Responses {
+		for _, kv := range r.GetResponseRange().Kvs {
+			key := strings.TrimPrefix(string(kv.Key), s.prefix)
+			snap.Items[key] = store.Item{Key: key, Value: kv.Value, ModRevision: kv.ModRevision}
+		}
+	}
+	return snap, store.ErrConflict
 }
 
 // classify turns a client error into an unavailable error naming the

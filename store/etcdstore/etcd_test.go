@@ -40,3 +40,19 @@ func TestADeadEtcdFailsFastNamingTheEndpoint(t *testing.T) {
 	require.Equal(t, types.Unavailable, types.ClassOf(err))
 	require.Contains(t, err.Error(), "etcd http://127.0.0.1:1: unreachable: no connection within 500ms")
 }
+
+func TestAConflictComesBackWithTheCurrentValues(t *testing.T) {
+	e := storetest.SharedEtcd(t)
+	s, err := etcdstore.Open(context.Background(), etcdstore.Config{Endpoints: []string{e.Endpoint}, Prefix: fmt.Sprintf("/reread-%d", time.Now().UnixNano()), DialTimeout: 2 * time.Second})
+	require.NoError(t, err)
+	defer s.Close()
+	ctx := context.Background()
+	require.NoError(t, s.Txn(ctx, nil, []store.Op{{Key: "/k", Value: []byte("theirs")}}))
+	snap, err := s.TxnOrRead(ctx, []store.Cond{{Key: "/k"}}, []store.Op{{Key: "/k", Value: []byte("mine")}}, []string{"/k", "/other"})
+	require.ErrorIs(t, err, store.ErrConflict)
+	require.Equal(t, "theirs", string(snap.Items["/k"].Value))
+	require.NotContains(t, snap.Items, "/other")
+	snap, err = s.TxnOrRead(ctx, []store.Cond{{Key: "/k", ModRevision: snap.Items["/k"].ModRevision}}, []store.Op{{Key: "/k", Value: []byte("mine")}}, []string{"/k"})
+	require.NoError(t, err)
+	require.Nil(t, snap)
+}
