@@ -17,6 +17,13 @@ func (Plugin) Name() string { return "compute" }
 // SharedKeys: every decision reads the cluster-wide defaults.
 func (Plugin) SharedKeys() []string { return []string{DefaultsKey} }
 
+// CheckShared refuses corrupt stored defaults.
+func (Plugin) CheckShared(shared map[string][]byte) error {
+	data, ok := shared[DefaultsKey]
+	_, err := DecodeDefaults(data, ok)
+	return err
+}
+
 // Decode reads a stored record.
 func (Plugin) Decode(data []byte) (*Node, error) { return DecodeNode(data) }
 

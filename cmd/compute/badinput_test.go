@@ -108,3 +108,14 @@ func TestBadResources(t *testing.T) {
 		})
 	})
 }
+
+func TestCorruptStoredDefaultsAreAnErrorNotOneToOne(t *testing.T) {
+	testenv.Backends(t, func(t *testing.T, env *testenv.Env) {
+		env.Call(t, "compute", "add-node", map[string]any{"nodename": "n1", "resource": map[string]any{"cpu": 4, "memory": "8G"}}, nil)
+		env.Put(t, "/overcommit/defaults", "{not json")
+		line := env.Fail(t, "compute", "calculate-deploy", map[string]any{"nodename": "n1", "deploy_count": 1, "workload_resource_request": map[string]any{"cpu": 1}})
+		require.Contains(t, line, "node n1: internal: stored overcommit defaults are corrupt")
+		line = env.Fail(t, "compute", "get-nodes-deploy-capacity", map[string]any{"nodenames": []string{"n1"}, "workload_resource": map[string]any{"cpu": 1}})
+		require.Contains(t, line, "internal: stored overcommit defaults are corrupt")
+	})
+}

@@ -107,14 +107,17 @@ type nodeView[N any] struct {
 	live  bool
 }
 
-func (e *Engine[N, W]) env(get func(string) ([]byte, bool)) Env {
+// env collects what the resource's decisions read besides the record, and
+// refuses shared values the resource cannot read (a corrupt cluster
+// setting must not quietly read as its default).
+func (e *Engine[N, W]) env(get func(string) ([]byte, bool)) (Env, error) {
 	env := Env{MaxDeployCount: e.MaxDeploy, Shared: map[string][]byte{}}
 	for _, k := range e.Res.SharedKeys() {
 		if v, ok := get(k); ok {
 			env.Shared[k] = v
 		}
 	}
-	return env
+	return env, e.Res.CheckShared(env.Shared)
 }
 
 func (e *Engine[N, W]) view(node string, get func(string) ([]byte, bool)) (*nodeView[N], error) {
@@ -152,7 +155,11 @@ func (e *Engine[N, W]) readNode(ctx context.Context, node string) (*nodeView[N],
 		return nil, Env{}, err
 	}
 	v, err := e.view(node, snap.Get)
-	return v, e.env(snap.Get), err
+	if err != nil {
+		return nil, Env{}, err
+	}
+	env, err := e.env(snap.Get)
+	return v, env, err
 }
 
 // write runs fn on one node in a compare-and-swap transaction. fn returns
@@ -175,7 +182,11 @@ func (e *Engine[N, W]) write(ctx context.Context, node string, extra []string, f
 		if v.reg == nil {
 			v.reg = nodes.NewRegistration(node, e.now())
 		}
-		next, out, err := fn(v, e.env(tx.Get), tx)
+		env, err := e.env(tx.Get)
+		if err != nil {
+			return err
+		}
+		next, out, err := fn(v, env, tx)
 		if err != nil {
 			return err
 		}
@@ -403,7 +414,8 @@ func (e *Engine[N, W]) mostIdle(ctx context.Context, req *types.Request) (any, e
 				out[name] = v.rec
 			}
 		}
-		return out, e.env(get), nil
+		env, err := e.env(get)
+		return out, env, err
 	})
 }
 
@@ -464,7 +476,10 @@ func (e *Engine[N, W]) deployCapacity(ctx context.Context, req *types.Request) (
 	if err != nil {
 		return nil, err
 	}
-	env := e.env(get)
+	env, err := e.env(get)
+	if err != nil {
+		return nil, err
+	}
 	names := make([]string, 0, len(views))
 	for n, v := range views {
 		if v.reg.Refusal(v.live, e.Policy) == "" {
@@ -524,7 +539,10 @@ func (e *Engine[N, W]) metrics(ctx context.Context, req *types.Request) (any, er
 	if err != nil {
 		return nil, err
 	}
-	env := e.env(get)
+	env, err := e.env(get)
+	if err != nil {
+		return nil, err
+	}
 	for _, r := range refs {
 		if v := views[r.Nodename]; v != nil && v.known {
 			out = append(out, e.Res.Metrics(r.Podname, r.Nodename, v.rec, env)...)

@@ -23,8 +23,10 @@ type Env = types.Env
 type Records[N any] interface {
 	// Name is the resource's name in core ("storage", "compute").
 	Name() string
-	// SharedKeys are store keys read with every record (cluster defaults).
+	// SharedKeys are store keys read with every record (cluster defaults);
+	// CheckShared refuses values of them the resource cannot read.
 	SharedKeys() []string
+	CheckShared(shared map[string][]byte) error
 	Decode(data []byte) (N, error)
 	Encode(n N) ([]byte, error)
 	// Empty is a node the plugin has never seen: it holds nothing.

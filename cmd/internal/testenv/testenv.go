@@ -24,6 +24,7 @@ import (
 	"github.com/stretchr/testify/require"
 	clientv3 "go.etcd.io/etcd/client/v3"
 
+	"github.com/eru-extend/resources/store"
 	"github.com/eru-extend/resources/store/boltstore"
 	"github.com/eru-extend/resources/store/storetest"
 )
@@ -275,4 +276,18 @@ func (e *Env) Record(t testing.TB, key string, out any) bool {
 		require.NoError(t, json.Unmarshal([]byte(v), out))
 	}
 	return ok
+}
+
+// Put writes a raw value under key, as a broken or foreign writer would.
+func (e *Env) Put(t testing.TB, key, value string) {
+	t.Helper()
+	if e.Etcd != nil {
+		_, err := e.Etcd.Client(t).Put(context.Background(), e.Prefix+key, value)
+		require.NoError(t, err)
+		return
+	}
+	s, err := boltstore.Open(e.DB, boltstore.Options{Prefix: e.Prefix, Create: true, LockTimeout: 5 * time.Second})
+	require.NoError(t, err)
+	defer s.Close()
+	require.NoError(t, s.Txn(context.Background(), nil, []store.Op{{Key: key, Value: []byte(value)}}))
 }
