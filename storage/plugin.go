@@ -188,3 +188,6 @@ func (Plugin) Metrics(podname, nodename string, n *Node, _ types.Env) []types.Me
 func statsdName(s string) string {
 	return strings.NewReplacer(".", "_", "/", "_").Replace(s)
 }
+
+// CheckShared: storage reads no shared keys.
+func (Plugin) CheckShared(map[string][]byte) error { return nil }
