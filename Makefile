@@ -38,8 +38,12 @@ fuzz: fuzz-short
 
 test: lint unit conformance fuzz-short
 
+# Go benchmarks of the scheduler and the verbs, then whole processes against
+# a real etcd (needs Debian's etcd-server and etcd-client). See BENCHMARKS.md.
+BENCHRUNS ?= 15
 bench: build
 	$(GO) test -run '^$$' -bench . -benchmem ./storage/ ./overcommit/ ./cmd/...
+	$(GO) run ./cmd/bench -bin $(BIN) -runs $(BENCHRUNS)
 
 clean:
 	rm -rf $(BIN)
