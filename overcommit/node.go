@@ -291,8 +291,13 @@ func apply(cur, change Amount, hasCPU, hasMem, delta, incr bool) Amount {
 	return cur
 }
 
-// Restore builds a record verbatim from set-node-resource-info.
-func Restore(capacity, usage json.RawMessage) (*Node, error) {
+// Restore builds a record from set-node-resource-info: core replays there
+// what get-node-resource-info answered, to undo a remove-node that failed
+// elsewhere. The host and usage figures are written verbatim; a ratio in
+// effect that differs from the cluster default d was the node's own
+// override, and is restored as one, so the node admits against what it did
+// before.
+func Restore(capacity, usage json.RawMessage, d Defaults) (*Node, error) {
 	if isNull(capacity) {
 		return nil, types.Invalid("capacity: missing")
 	}
@@ -301,6 +306,19 @@ func Restore(capacity, usage json.RawMessage) (*Node, error) {
 		return nil, err
 	}
 	n := &Node{Capacity: c}
+	var ratios struct {
+		CPU    *int64 `json:"cpu_ratio"`
+		Memory *int64 `json:"memory_ratio"`
+	}
+	if err := json.Unmarshal(capacity, &ratios); err != nil {
+		return nil, types.Invalid("capacity: the ratios in effect are not integers: %v", err)
+	}
+	if r := ratios.CPU; r != nil && *r != d.CPU {
+		n.Override.CPU = r
+	}
+	if r := ratios.Memory; r != nil && *r != d.Memory {
+		n.Override.Memory = r
+	}
 	if !isNull(usage) {
 		if n.Usage, err = decodeAmount(usage, "usage"); err != nil {
 			return nil, err

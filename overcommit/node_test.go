@@ -220,14 +220,25 @@ func TestNextUsage(t *testing.T) {
 }
 
 func TestRestore(t *testing.T) {
-	t.Run("capacity and usage are written verbatim, figures in effect ignored", func(t *testing.T) {
-		n, err := Restore(json.RawMessage(`{"cpu_millis": 16000, "memory_bytes": 1024, "cpu_ratio": 4000, "schedulable_cpu_millis": 64000}`),
-			json.RawMessage(`{"cpu_millis": 60000, "memory_bytes": 512}`))
+	defaults := Defaults{CPU: 1000, Memory: 2000}
+	t.Run("capacity and usage are written verbatim, derived figures ignored", func(t *testing.T) {
+		n, err := Restore(json.RawMessage(`{"cpu_millis": 16000, "memory_bytes": 1024, "cpu_ratio": 1000, "memory_ratio": 2000, "schedulable_cpu_millis": 64000}`),
+			json.RawMessage(`{"cpu_millis": 60000, "memory_bytes": 512}`), defaults)
 		require.NoError(t, err)
 		require.Equal(t, &Node{Capacity: Amount{16000, 1024}, Usage: Amount{60000, 512}}, n)
 	})
+	t.Run("a ratio in effect other than the default comes back as the node's override", func(t *testing.T) {
+		n, err := Restore(json.RawMessage(`{"cpu_millis": 16000, "memory_bytes": 1024, "cpu_ratio": 4000, "memory_ratio": 2000}`), nil, defaults)
+		require.NoError(t, err)
+		require.Equal(t, Override{CPU: ptr(4000)}, n.Override)
+		require.Equal(t, int64(64000), n.Schedulable(defaults).CPUMillis)
+	})
+	t.Run("an override out of range is refused", func(t *testing.T) {
+		_, err := Restore(json.RawMessage(`{"cpu_millis": 1, "memory_bytes": 2, "cpu_ratio": 0}`), nil, defaults)
+		require.ErrorContains(t, err, "cpu ratio 0 is out of range")
+	})
 	t.Run("a missing usage is no usage", func(t *testing.T) {
-		n, err := Restore(json.RawMessage(`{"cpu_millis": 1, "memory_bytes": 2}`), nil)
+		n, err := Restore(json.RawMessage(`{"cpu_millis": 1, "memory_bytes": 2}`), nil, defaults)
 		require.NoError(t, err)
 		require.Equal(t, Amount{}, n.Usage)
 	})
@@ -243,7 +254,7 @@ func TestRestore(t *testing.T) {
 		{"a negative usage is refused", `{"cpu_millis": 1, "memory_bytes": 2}`, `{"cpu_millis": -1, "memory_bytes": 0}`, "usage cpu_millis would be -1, below zero"},
 	} {
 		t.Run(c.name, func(t *testing.T) {
-			_, err := Restore(raw(c.capacity), raw(c.usage))
+			_, err := Restore(raw(c.capacity), raw(c.usage), defaults)
 			require.ErrorContains(t, err, c.err)
 			require.Equal(t, types.InvalidArgument, types.ClassOf(err))
 		})

@@ -65,9 +65,9 @@ func (Plugin) SetCapacity(n *Node, resource, request json.RawMessage, delta, inc
 	return n.SetCapacity(resource, request, delta, incr)
 }
 
-// Restore builds a record verbatim.
-func (Plugin) Restore(capacity, usage json.RawMessage) (*Node, error) {
-	return Restore(capacity, usage)
+// Restore builds a record from set-node-resource-info.
+func (Plugin) Restore(capacity, usage json.RawMessage, env types.Env) (*Node, error) {
+	return Restore(capacity, usage, defaultsOf(env))
 }
 
 // NextUsage computes a usage write.

@@ -69,7 +69,7 @@ func (Plugin) SetCapacity(n *Node, resource, request json.RawMessage, delta, inc
 }
 
 // Restore builds a record verbatim.
-func (Plugin) Restore(capacity, usage json.RawMessage) (*Node, error) {
+func (Plugin) Restore(capacity, usage json.RawMessage, _ types.Env) (*Node, error) {
 	return Restore(capacity, usage)
 }
 

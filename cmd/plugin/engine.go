@@ -285,11 +285,11 @@ func (e *Engine[N, W]) setCapacity(ctx context.Context, req *types.Request) (any
 }
 
 func (e *Engine[N, W]) setInfo(ctx context.Context, req *types.Request) (any, error) {
-	rec, err := e.Res.Restore(req.Capacity, req.Usage)
-	if err != nil {
-		return nil, err
-	}
-	return e.write(ctx, req.Nodename, nil, func(v *nodeView[N], _ Env, _ *store.Tx) (N, any, error) {
+	return e.write(ctx, req.Nodename, nil, func(v *nodeView[N], env Env, _ *store.Tx) (N, any, error) {
+		rec, err := e.Res.Restore(req.Capacity, req.Usage, env)
+		if err != nil {
+			return v.rec, nil, err
+		}
 		if _, _, err := v.reg.Absorb(e.Res.Name(), e.Res.Held(v.rec), e.Res.Held(rec)); err != nil {
 			return v.rec, nil, err
 		}

@@ -52,8 +52,9 @@ type Resource[N any, W any] interface {
 
 	AddNode(request json.RawMessage, info *types.EngineInfo) (N, error)
 	SetCapacity(n N, resource, request json.RawMessage, delta, incr bool) (N, error)
-	// Restore builds a record verbatim from set-node-resource-info.
-	Restore(capacity, usage json.RawMessage) (N, error)
+	// Restore builds a record from set-node-resource-info: what
+	// get-node-resource-info answered, replayed to undo a remove-node.
+	Restore(capacity, usage json.RawMessage, env Env) (N, error)
 	// NextUsage computes a usage write without validating it: the registry
 	// may still absorb decreases into its ledger, then Settle validates.
 	NextUsage(n N, resource, request, workloads json.RawMessage, delta, incr bool) (N, error)

@@ -1,0 +1,18 @@
+// Package conformance checks the plugin binaries of this repository the way
+// eru core uses them: through core's own binary plugin client
+// (github.com/projecteru2/core/resource/plugins/binary) and its resource
+// manager (resource/cobalt, which also loads core's built-in cpumem
+// plugin), against a real etcd server.
+//
+// It is a module of its own so that core's dependency tree never enters
+// the main module. The tests build ./cmd/storage and ./cmd/compute fresh
+// from the repository root, install them under their resource names in a
+// temporary plugin folder with storage.yaml and compute.yaml naming the
+// test's etcd, and start /usr/bin/etcd (Debian package etcd-server; another
+// binary with $ERU_CONFORMANCE_ETCD) on free loopback ports. A missing etcd
+// fails every test with the reason; nothing is skipped.
+//
+// Run from this folder:
+//
+//	go test ./...
+package conformance
