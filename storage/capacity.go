@@ -35,7 +35,11 @@ func AddNode(request json.RawMessage, info *types.EngineInfo) (*Node, error) {
 				return nil, err
 			}
 			reported = &r
-			engineTotal = r.Storage
+			// its storage stands for the engine's total only when it
+			// carries one; else StorageTotal does.
+			if m, err := decodeObject(json.RawMessage(raw), "info.Resources.storage"); err == nil && !isNull(m["storage"]) {
+				engineTotal = r.Storage
+			}
 		}
 	}
 	n := NewNode()
@@ -366,6 +370,12 @@ func addAmounts(a, b types.Amounts, sign int64) (types.Amounts, error) {
 // follow capacity's devices and the record is validated.
 func (n *Node) Settle() (*Node, error) {
 	out := n.Clone()
+	// Validate before syncUsage: usage on a device capacity lacks is an
+	// invalid write, which syncUsage would report as a device still
+	// holding usage (its words for a capacity change).
+	if err := out.Validate(); err != nil {
+		return nil, err
+	}
 	if err := out.syncUsage(); err != nil {
 		return nil, err
 	}

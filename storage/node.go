@@ -194,12 +194,17 @@ func (r *Resource) validate(what string) error {
 	if r.Storage < 0 || r.Storage > types.MaxExact {
 		return errInvalid("%s storage %d is out of range", what, r.Storage)
 	}
+	var total int64
 	for dev, v := range r.Volumes {
 		if dev == "" {
 			return errInvalid("%s has a volume with no device name", what)
 		}
 		if v < 0 || v > types.MaxExact {
 			return errInvalid("%s of volume %s is %d, out of range", what, dev, v)
+		}
+		// volumeTotal must not wrap around: keep the total within 2^53 too.
+		if total += v; total > types.MaxExact {
+			return errInvalid("%s volumes add up to more than 8 PiB", what)
 		}
 	}
 	seen := map[string]bool{}

@@ -115,7 +115,13 @@ func ParseNodeRequest(m map[string]json.RawMessage) (*NodeRequest, error) {
 		}
 		q.HasRmDisks = true
 	}
-	if total, ok := sumSizes(q.Storage, q.volumeTotal()); !ok || total > maxBytes {
+	// Summed one by one: a plain total of many large volumes could wrap
+	// around int64 and come back small.
+	sizes := []int64{q.Storage}
+	for _, v := range q.Volumes {
+		sizes = append(sizes, v.Size)
+	}
+	if _, ok := sumSizes(sizes...); !ok {
 		return nil, errInvalid("storage request: storage and volumes add up to more than 8 PiB")
 	}
 	return q, nil
@@ -247,15 +253,41 @@ func parseDiskString(s string) (Disk, error) {
 // isSnapshot reports whether a node resource is in stored form: volumes an
 // object of numbers, disks a list of objects, storage a number. Such a
 // resource is a rollback snapshot and is restored verbatim.
+//
+// null is none of these (a request's null key is an absent key), and neither
+// is a string: json.Number would take "100", and a null would decode into
+// an empty map or list and restore an empty capacity.
 func isSnapshot(m map[string]json.RawMessage) bool {
-	vols, disks, storage := m["volumes"], m["disks"], m["storage"]
-	if vols == nil || disks == nil || storage == nil {
+	vols, disks, storage := bytes.TrimSpace(m["volumes"]), bytes.TrimSpace(m["disks"]), m["storage"]
+	if len(vols) == 0 || vols[0] != '{' || len(disks) == 0 || disks[0] != '[' || !isNumber(storage) {
 		return false
 	}
-	var v map[string]json.Number
+	var v map[string]json.RawMessage
 	var d []map[string]json.RawMessage
-	var s json.Number
-	return json.Unmarshal(vols, &v) == nil && json.Unmarshal(disks, &d) == nil && json.Unmarshal(storage, &s) == nil
+	if json.Unmarshal(vols, &v) != nil || json.Unmarshal(disks, &d) != nil {
+		return false
+	}
+	for _, size := range v {
+		if !isNumber(size) {
+			return false
+		}
+	}
+	for _, disk := range d {
+		if disk == nil {
+			return false
+		}
+	}
+	return true
+}
+
+// isNumber reports whether raw is a JSON number literal.
+func isNumber(raw json.RawMessage) bool {
+	raw = bytes.TrimSpace(raw)
+	if len(raw) == 0 || (raw[0] != '-' && (raw[0] < '0' || raw[0] > '9')) {
+		return false
+	}
+	var n json.Number
+	return json.Unmarshal(raw, &n) == nil
 }
 
 // decodeStored reads a resource in stored form, strictly.

@@ -342,12 +342,12 @@ func Count(h *Host, capacity *Resource, bindings []*VolumeBinding, limit int) (i
 	if d.needsDevices() && len(h.Devices) == 0 {
 		return 0, nil
 	}
-	used, unused := convert(h, d, limit)
 	if !d.io {
 		// nothing shares a disk's quota: the passes' counts are exact.
+		used, unused := convert(h, d, limit)
 		return min(countNormal(h, d, used, limit), countMono(h, d, unused, limit)), nil
 	}
-	return len(build(h, d, used, unused, limit, false)), nil
+	return len(search(h, d, limit, false)), nil
 }
 
 // Schedule returns count plans for workloads with these bindings, or as
@@ -364,8 +364,29 @@ func Schedule(h *Host, capacity *Resource, bindings []*VolumeBinding, count int)
 	if d.needsDevices() && len(h.Devices) == 0 {
 		return nil, nil
 	}
-	used, unused := convert(h, d, count)
-	return build(h, d, used, unused, count, true), nil
+	return search(h, d, count, true), nil
+}
+
+// search converts devices and builds up to limit plans.
+//
+// convert weighs each pass's IO quota on its own, not the quota normal and
+// monopoly bindings share on one disk: a group may take a small unused
+// device whose disk the normal bindings then lack. When that leaves the
+// plans short, further devices are opened, smallest first, and the best
+// pass counts; so a deploy of the count the capacity query answered (with
+// a larger limit, and so as many conversions or more) finds its plans.
+func search(h *Host, d *demand, limit int, keep bool) []Plan {
+	used, unused := convert(h, d, limit)
+	plans := build(h, d, used, unused, limit, keep)
+	if d.io && len(plans) < limit {
+		all, spare := h.classes()
+		for k := len(used) - len(all) + 1; k <= len(spare) && len(plans) < limit; k++ {
+			if more := build(h, d, append(all[:len(all):len(all)], spare[:k]...), spare[k:], limit, keep); len(more) > len(plans) {
+				plans = more
+			}
+		}
+	}
+	return plans
 }
 
 // build makes up to limit plans on the chosen device classes, charging IO

@@ -319,6 +319,20 @@ func (w *WorkloadRequest) total() error {
 	if w.StorageLimit < w.StorageRequest && w.StorageRequest >= 0 {
 		w.StorageLimit = w.StorageRequest
 	}
+	// The quotas of the bindings placed on one disk add up in the stored
+	// disks_request/disks_limit, which must stay within 2^53 like every
+	// stored figure: bound their totals (a realloc merge adds them too).
+	for _, bs := range [][]*VolumeBinding{w.Request, w.Limit} {
+		for i := range QuotaNames {
+			vals := make([]int64, 0, len(bs))
+			for _, b := range bs {
+				vals = append(vals, b.Quota[i])
+			}
+			if _, ok := sumSizes(vals...); !ok {
+				return errInvalid("volumes ask more than 2^53 of %s in total", QuotaNames[i])
+			}
+		}
+	}
 	return nil
 }
 
