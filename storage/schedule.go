@@ -207,7 +207,7 @@ func (f *freeHeap) Less(a, b int) bool {
 	if f.s.free[ia] != f.s.free[ib] {
 		return f.s.free[ia] < f.s.free[ib]
 	}
-	return f.s.host.Devices[ia].Name < f.s.host.Devices[ib].Name
+	return ia < ib // devices are indexed in name order
 }
 func (f *freeHeap) Swap(a, b int) { f.devs[a], f.devs[b] = f.devs[b], f.devs[a] }
 func (f *freeHeap) Push(x any)    { f.devs = append(f.devs, x.(int)) }
@@ -317,13 +317,27 @@ func countMono(h *Host, d *demand, devices []int, limit int) int {
 // for as long as monopoly capacity exceeds normal capacity.
 func convert(h *Host, d *demand, limit int) (used, unused []int) {
 	used, unused = h.classes()
+	var free int64 // the used devices' free space, for the bound below
+	for _, i := range used {
+		free += h.Devices[i].Free
+	}
+	var planBytes int64
+	for _, bi := range d.normal {
+		planBytes += d.bindings[bi].Size
+	}
 	k := 0
 	for k < len(unused) {
-		n := countNormal(h, d, append(used[:len(used):len(used)], unused[:k]...), limit)
 		m := countMono(h, d, unused[k:], limit)
-		if m <= n {
-			break
+		// Each normal plan takes planBytes of the used devices' free
+		// space, so free/planBytes bounds the normal count: a pass whose
+		// bound is below the monopoly count converts on without packing.
+		if planBytes == 0 || int64(m) <= free/planBytes {
+			n := countNormal(h, d, append(used[:len(used):len(used)], unused[:k]...), limit)
+			if m <= n {
+				break
+			}
 		}
+		free += h.Devices[unused[k]].Free
 		k++
 	}
 	return append(used[:len(used):len(used)], unused[:k]...), unused[k:]
@@ -347,7 +361,8 @@ func Count(h *Host, capacity *Resource, bindings []*VolumeBinding, limit int) (i
 		used, unused := convert(h, d, limit)
 		return min(countNormal(h, d, used, limit), countMono(h, d, unused, limit)), nil
 	}
-	return len(search(h, d, limit, false)), nil
+	_, made := search(h, d, limit, false)
+	return made, nil
 }
 
 // Schedule returns count plans for workloads with these bindings, or as
@@ -364,7 +379,8 @@ func Schedule(h *Host, capacity *Resource, bindings []*VolumeBinding, count int)
 	if d.needsDevices() && len(h.Devices) == 0 {
 		return nil, nil
 	}
-	return search(h, d, count, true), nil
+	plans, _ := search(h, d, count, true)
+	return plans, nil
 }
 
 // search converts devices and builds up to limit plans.
@@ -375,30 +391,31 @@ func Schedule(h *Host, capacity *Resource, bindings []*VolumeBinding, count int)
 // plans short, further devices are opened, smallest first, and the best
 // pass counts; so a deploy of the count the capacity query answered (with
 // a larger limit, and so as many conversions or more) finds its plans.
-func search(h *Host, d *demand, limit int, keep bool) []Plan {
+func search(h *Host, d *demand, limit int, keep bool) ([]Plan, int) {
 	used, unused := convert(h, d, limit)
-	plans := build(h, d, used, unused, limit, keep)
-	if d.io && len(plans) < limit {
+	plans, made := build(h, d, used, unused, limit, keep)
+	if d.io && made < limit {
 		all, spare := h.classes()
-		for k := len(used) - len(all) + 1; k <= len(spare) && len(plans) < limit; k++ {
-			if more := build(h, d, append(all[:len(all):len(all)], spare[:k]...), spare[k:], limit, keep); len(more) > len(plans) {
-				plans = more
+		for k := len(used) - len(all) + 1; k <= len(spare) && made < limit; k++ {
+			if more, n := build(h, d, append(all[:len(all):len(all)], spare[:k]...), spare[k:], limit, keep); n > made {
+				plans, made = more, n
 			}
 		}
 	}
-	return plans
+	return plans, made
 }
 
 // build makes up to limit plans on the chosen device classes, charging IO
-// quota across all bindings of all plans. With keep false it only counts
-// (the returned plans are empty shells).
-func build(h *Host, d *demand, used, unused []int, limit int, keep bool) []Plan {
+// quota across all bindings of all plans, and returns them and how many it
+// made. With keep false it only counts.
+func build(h *Host, d *demand, used, unused []int, limit int, keep bool) ([]Plan, int) {
 	s := h.state()
 	packer := newNormalPacker(s, d, used)
 	picker := newMonoPicker(s, unused)
 	var plans []Plan
+	made := 0
 	n := len(d.bindings)
-	for len(plans) < limit {
+	for made < limit {
 		var p Plan
 		if keep {
 			p = Plan{Device: make([]string, n), Size: make([]int64, n), Disk: make([]int, n)}
@@ -448,7 +465,10 @@ func build(h *Host, d *demand, used, unused []int, limit int, keep bool) []Plan 
 		if !ok {
 			break
 		}
-		plans = append(plans, p)
+		made++
+		if keep {
+			plans = append(plans, p)
+		}
 	}
 	if keep && len(d.unlimited) > 0 && len(plans) > 0 {
 		dev := mostFree(h, s)
@@ -458,7 +478,7 @@ func build(h *Host, d *demand, used, unused []int, limit int, keep bool) []Plan 
 			}
 		}
 	}
-	return plans
+	return plans, made
 }
 
 // mostFree is the device with the most free space, ties by name.

@@ -9,6 +9,7 @@ import (
 	"runtime"
 	"slices"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/eru-extend/resources/nodes"
@@ -101,6 +102,7 @@ func (e *Engine[N, W]) Call(ctx context.Context, verb string, req *types.Request
 // registration (nil when the registry never saw it) and whether its
 // session is live.
 type nodeView[N any] struct {
+	name  string
 	rec   N
 	known bool
 	reg   *nodes.Registration
@@ -121,7 +123,7 @@ func (e *Engine[N, W]) env(get func(string) ([]byte, bool)) (Env, error) {
 }
 
 func (e *Engine[N, W]) view(node string, get func(string) ([]byte, bool)) (*nodeView[N], error) {
-	v := &nodeView[N]{rec: e.Res.Empty()}
+	v := &nodeView[N]{name: node, rec: e.Res.Empty()}
 	if data, ok := get(e.recordKey(node)); ok {
 		rec, err := e.Res.Decode(data)
 		if err != nil {
@@ -404,15 +406,22 @@ func (e *Engine[N, W]) mostIdle(ctx context.Context, req *types.Request) (any, e
 		return nil, types.Invalid("nodenames is empty")
 	}
 	return e.Res.MostIdle(req.Nodenames, func() (map[string]N, Env, error) {
-		views, get, err := e.readNodes(ctx, req.Nodenames)
+		names := dedupe(req.Nodenames)
+		get, err := e.readNodes(ctx, names)
 		if err != nil {
 			return nil, Env{}, err
 		}
 		out := map[string]N{}
-		for name, v := range views {
+		var mu sync.Mutex
+		err = e.each(names, get, func(_ int, v *nodeView[N]) {
 			if v.known {
-				out[name] = v.rec
+				mu.Lock()
+				out[v.name] = v.rec
+				mu.Unlock()
 			}
+		})
+		if err != nil {
+			return nil, Env{}, err
 		}
 		env, err := e.env(get)
 		return out, env, err
@@ -420,13 +429,13 @@ func (e *Engine[N, W]) mostIdle(ctx context.Context, req *types.Request) (any, e
 }
 
 // readNodes reads many nodes in one consistent read: key by key for a few,
-// whole prefixes for many.
-func (e *Engine[N, W]) readNodes(ctx context.Context, names []string) (map[string]*nodeView[N], func(string) ([]byte, bool), error) {
+// whole prefixes for many. Records are decoded later, one at a time, by
+// whoever needs them (see each).
+func (e *Engine[N, W]) readNodes(ctx context.Context, names []string) (func(string) ([]byte, bool), error) {
 	s, err := e.Open(ctx, false)
 	if err != nil {
-		return nil, nil, err
+		return nil, err
 	}
-	names = dedupe(names)
 	var snap *store.Snapshot
 	if len(names) <= pointReadLimit {
 		keys := append([]string(nil), e.Res.SharedKeys()...)
@@ -438,17 +447,47 @@ func (e *Engine[N, W]) readNodes(ctx context.Context, names []string) (map[strin
 		snap, err = s.Read(ctx, e.Res.SharedKeys(), []string{nodes.RecordPrefix(e.Res.Name()), nodes.RegistrationPrefix, nodes.SessionPrefix})
 	}
 	if err != nil {
-		return nil, nil, err
+		return nil, err
 	}
-	views := make(map[string]*nodeView[N], len(names))
-	for _, n := range names {
-		v, err := e.view(n, snap.Get)
+	return snap.Get, nil
+}
+
+// each calls fn for every name, decoding each node just before fn sees it
+// and dropping it after, spread over the CPUs when there are many: a query
+// over 10,000 nodes never holds 10,000 decoded records at once.
+func (e *Engine[N, W]) each(names []string, get func(string) ([]byte, bool), fn func(i int, v *nodeView[N])) error {
+	var mu sync.Mutex
+	var first error
+	visit := func(i int) {
+		v, err := e.view(names[i], get)
 		if err != nil {
-			return nil, nil, types.Wrap(types.Internal, err, "node "+n)
+			mu.Lock()
+			if first == nil {
+				first = types.Wrap(types.Internal, err, "node "+names[i])
+			}
+			mu.Unlock()
+			return
 		}
-		views[n] = v
+		fn(i, v)
 	}
-	return views, snap.Get, nil
+	workers := min(runtime.GOMAXPROCS(0), len(names)/64)
+	if workers <= 1 {
+		for i := range names {
+			visit(i)
+		}
+		return first
+	}
+	var next atomic.Int64
+	var wg sync.WaitGroup
+	for range workers {
+		wg.Go(func() {
+			for i := int(next.Add(1) - 1); i < len(names); i = int(next.Add(1) - 1) {
+				visit(i)
+			}
+		})
+	}
+	wg.Wait()
+	return first
 }
 
 func dedupe(names []string) []string {
@@ -469,10 +508,11 @@ func (e *Engine[N, W]) deployCapacity(ctx context.Context, req *types.Request) (
 		return nil, err
 	}
 	answer := types.DeployCapacity{Nodes: map[string]types.NodeCapacity{}}
-	if len(req.Nodenames) == 0 {
+	names := dedupe(req.Nodenames)
+	if len(names) == 0 {
 		return answer, nil
 	}
-	views, get, err := e.readNodes(ctx, req.Nodenames)
+	get, err := e.readNodes(ctx, names)
 	if err != nil {
 		return nil, err
 	}
@@ -480,33 +520,14 @@ func (e *Engine[N, W]) deployCapacity(ctx context.Context, req *types.Request) (
 	if err != nil {
 		return nil, err
 	}
-	names := make([]string, 0, len(views))
-	for n, v := range views {
-		if v.reg.Refusal(v.live, e.Policy) == "" {
-			names = append(names, n)
-		}
-	}
 	caps := make([]types.NodeCapacity, len(names))
-	compute := func(i int) { caps[i] = e.Res.DeployCapacity(views[names[i]].rec, w, env) }
-	if workers := min(runtime.GOMAXPROCS(0), len(names)/64); workers > 1 {
-		var wg sync.WaitGroup
-		next := make(chan int, len(names))
-		for i := range names {
-			next <- i
+	err = e.each(names, get, func(i int, v *nodeView[N]) {
+		if v.reg.Refusal(v.live, e.Policy) == "" {
+			caps[i] = e.Res.DeployCapacity(v.rec, w, env)
 		}
-		close(next)
-		for range workers {
-			wg.Go(func() {
-				for i := range next {
-					compute(i)
-				}
-			})
-		}
-		wg.Wait()
-	} else {
-		for i := range names {
-			compute(i)
-		}
+	})
+	if err != nil {
+		return nil, err
 	}
 	for i, n := range names {
 		if caps[i].Capacity <= 0 {
@@ -527,15 +548,14 @@ func (e *Engine[N, W]) metrics(ctx context.Context, req *types.Request) (any, er
 	if req.Nodename != "" {
 		refs = append([]types.NodeRef{{Podname: req.Podname, Nodename: req.Nodename}}, refs...)
 	}
-	out := []types.Metric{}
 	if len(refs) == 0 {
-		return out, nil
+		return []types.Metric{}, nil
 	}
 	names := make([]string, len(refs))
 	for i, r := range refs {
 		names[i] = r.Nodename
 	}
-	views, get, err := e.readNodes(ctx, names)
+	get, err := e.readNodes(ctx, dedupe(names))
 	if err != nil {
 		return nil, err
 	}
@@ -543,10 +563,18 @@ func (e *Engine[N, W]) metrics(ctx context.Context, req *types.Request) (any, er
 	if err != nil {
 		return nil, err
 	}
-	for _, r := range refs {
-		if v := views[r.Nodename]; v != nil && v.known {
-			out = append(out, e.Res.Metrics(r.Podname, r.Nodename, v.rec, env)...)
+	samples := make([][]types.Metric, len(refs))
+	err = e.each(names, get, func(i int, v *nodeView[N]) {
+		if v.known {
+			samples[i] = e.Res.Metrics(refs[i].Podname, refs[i].Nodename, v.rec, env)
 		}
+	})
+	if err != nil {
+		return nil, err
+	}
+	out := []types.Metric{}
+	for _, m := range samples {
+		out = append(out, m...)
 	}
 	return out, nil
 }

@@ -1,0 +1,97 @@
+package storage
+
+import (
+	"fmt"
+	"testing"
+)
+
+// BenchmarkParseBinding reads a binding of each written form.
+func BenchmarkParseBinding(b *testing.B) {
+	for _, s := range []string{"AUTO:/data", "AUTO:/data:rw:100G", "/var/log:/log:ro:0:1000:1000:100M:100M"} {
+		b.Run(s, func(b *testing.B) {
+			b.ReportAllocs()
+			for b.Loop() {
+				if _, err := ParseBinding(s, false); err != nil {
+					b.Fatal(err)
+				}
+			}
+		})
+	}
+}
+
+// benchHost is a node with n devices of 1 TiB, every other one a quarter
+// used, under one disk with ample quota.
+func benchHost(n int) *Node {
+	node := NewNode()
+	for i := range n {
+		dev := fmt.Sprintf("/data%02d", i)
+		node.Capacity.Volumes[dev] = 1 << 40
+		node.Usage.Volumes[dev] = 0
+		if i%2 == 1 {
+			node.Usage.Volumes[dev] = 1 << 38
+			node.Usage.Storage += 1 << 38
+		}
+	}
+	node.Capacity.Disks = []Disk{{Device: "/dev/vda", Mounts: []string{"/"}, ReadIOPS: 1 << 40, WriteIOPS: 1 << 40, ReadBPS: 1 << 50, WriteBPS: 1 << 50}}
+	node.Usage.Disks = []Disk{{Device: "/dev/vda", Mounts: []string{"/"}}}
+	node.Capacity.Storage = 1 << 52
+	return node
+}
+
+// benchBindings mixes the kinds: two normal bindings (one with IO quota),
+// a monopoly pair, an unlimited binding and a mount with IO quota.
+func benchBindings(b *testing.B, mono bool) []*VolumeBinding {
+	specs := []string{"AUTO:/a:rw:1G:1:1:0:0", "AUTO:/b:rw:2G", "AUTO:/u:rw:0", "/var/log:/log:rw:0:1:1:0:0"}
+	if mono {
+		specs = append(specs, "AUTO:/m1:mrw:10G", "AUTO:/m2:mrw:20G")
+	}
+	var out []*VolumeBinding
+	for _, s := range specs {
+		v, err := ParseBinding(s, false)
+		if err != nil {
+			b.Fatal(err)
+		}
+		out = append(out, v)
+	}
+	return out
+}
+
+// BenchmarkCount is the capacity query's plan search on one node at
+// max_deploy_count 10,000, with and without monopoly bindings.
+func BenchmarkCount(b *testing.B) {
+	for _, devices := range []int{1, 4, 16, 64} {
+		for _, mono := range []bool{false, true} {
+			b.Run(fmt.Sprintf("%d devices, monopoly %t", devices, mono), func(b *testing.B) {
+				node := benchHost(devices)
+				bindings := benchBindings(b, mono)
+				b.ReportAllocs()
+				var got int
+				for b.Loop() {
+					n, err := Count(NewHost(&node.Capacity, &node.Usage), &node.Capacity, bindings, 10000)
+					if err != nil {
+						b.Fatal(err)
+					}
+					got = n
+				}
+				b.ReportMetric(float64(got), "plans")
+			})
+		}
+	}
+}
+
+// BenchmarkSchedule builds 100 plans on one node.
+func BenchmarkSchedule(b *testing.B) {
+	for _, devices := range []int{4, 64} {
+		b.Run(fmt.Sprintf("%d devices", devices), func(b *testing.B) {
+			node := benchHost(devices)
+			bindings := benchBindings(b, false)
+			b.ReportAllocs()
+			for b.Loop() {
+				plans, err := Schedule(NewHost(&node.Capacity, &node.Usage), &node.Capacity, bindings, 100)
+				if err != nil || len(plans) != 100 {
+					b.Fatal(len(plans), err)
+				}
+			}
+		})
+	}
+}
