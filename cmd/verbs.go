@@ -68,9 +68,14 @@ func (r *runner) runVerb(verb string) cli.ActionFunc {
 				return verbError{verb: verb, err: err}
 			}
 		}
-		cfg, err := r.config()
-		if err != nil {
-			return verbError{verb: verb, node: req.Nodename, err: err}
+		// Verbs that need nothing configured answer without reading the
+		// config, so they work (and stay fast) anywhere.
+		cfg := config.Default("")
+		if !slices.Contains(verbsWithoutInput, verb) {
+			var err error
+			if cfg, err = r.config(); err != nil {
+				return verbError{verb: verb, node: req.Nodename, err: err}
+			}
 		}
 		log, closeLog := r.logger(cfg)
 		defer closeLog()
