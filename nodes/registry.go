@@ -98,24 +98,31 @@ func (r *Registry) List(ctx context.Context, status Status) ([]*View, error) {
 	return views, nil
 }
 
+// load reads an existing registration inside a command's transaction,
+// checks the version the command expects, and renders the record before.
+func (r *Registry) load(tx *store.Tx, node string, cmd Command) (*nodeState, map[string][]byte, *View, error) {
+	st, err := readState(node, tx.Get, r.Plugins)
+	if err != nil {
+		return nil, nil, nil, err
+	}
+	if st.reg == nil {
+		return nil, nil, nil, notFound(node)
+	}
+	if err := cmd.CheckVersion("node "+node+" registration", st.reg.Version); err != nil {
+		return nil, nil, nil, err
+	}
+	shared := sharedOf(r.Plugins, tx.Get)
+	before, err := st.view(r.Plugins, shared, r.Policy)
+	return st, shared, before, err
+}
+
 // change runs a transition on an existing registration as one command:
 // decide returns whether it changed anything; the answer is the record
 // after.
 func (r *Registry) change(ctx context.Context, node string, cmd Command, decide func(st *nodeState, holds bool, status Status) (bool, error)) (json.RawMessage, error) {
 	now := r.now()
 	return Run(ctx, r.Store, cmd, r.nodeKeys(node), now, func(tx *store.Tx) (any, error) {
-		st, err := readState(node, tx.Get, r.Plugins)
-		if err != nil {
-			return nil, err
-		}
-		if st.reg == nil {
-			return nil, notFound(node)
-		}
-		if err := cmd.CheckVersion("node "+node+" registration", st.reg.Version); err != nil {
-			return nil, err
-		}
-		shared := sharedOf(r.Plugins, tx.Get)
-		before, err := st.view(r.Plugins, shared, r.Policy)
+		st, shared, before, err := r.load(tx, node, cmd)
 		if err != nil {
 			return nil, err
 		}
@@ -242,18 +249,7 @@ type IsolateResult struct {
 func (r *Registry) Isolate(ctx context.Context, node string, cmd Command) (json.RawMessage, error) {
 	now := r.now()
 	return Run(ctx, r.Store, cmd, r.nodeKeys(node), now, func(tx *store.Tx) (any, error) {
-		st, err := readState(node, tx.Get, r.Plugins)
-		if err != nil {
-			return nil, err
-		}
-		if st.reg == nil {
-			return nil, notFound(node)
-		}
-		if err := cmd.CheckVersion("node "+node+" registration", st.reg.Version); err != nil {
-			return nil, err
-		}
-		shared := sharedOf(r.Plugins, tx.Get)
-		before, err := st.view(r.Plugins, shared, r.Policy)
+		st, shared, before, err := r.load(tx, node, cmd)
 		if err != nil {
 			return nil, err
 		}

@@ -1,11 +1,8 @@
 package overcommit
 
 import (
-	"bytes"
 	"encoding/json"
 	"fmt"
-	"slices"
-	"strings"
 
 	"github.com/eru-extend/resources/types"
 )
@@ -113,48 +110,19 @@ type nodeRequest struct {
 	HasMemory bool
 }
 
-func decodeObject(raw json.RawMessage, what string) (map[string]json.RawMessage, error) {
-	raw = bytes.TrimSpace(raw)
-	if len(raw) == 0 || bytes.Equal(raw, []byte("null")) {
-		return nil, nil
-	}
-	if raw[0] != '{' {
-		return nil, types.Invalid("%s: want a JSON object, got %s", what, types.Clip(raw))
-	}
-	var m map[string]json.RawMessage
-	if err := json.Unmarshal(raw, &m); err != nil {
-		return nil, types.Invalid("%s: %v", what, err)
-	}
-	return m, nil
-}
-
-func isNull(raw json.RawMessage) bool {
-	raw = bytes.TrimSpace(raw)
-	return len(raw) == 0 || bytes.Equal(raw, []byte("null"))
-}
-
-func refuseUnknown(m map[string]json.RawMessage, what string, allowed ...string) error {
-	for k := range m {
-		if !slices.Contains(allowed, k) {
-			return types.Invalid("%s: unknown key %q (known: %s)", what, k, strings.Join(allowed, ", "))
-		}
-	}
-	return nil
-}
-
 func parseNodeRequest(m map[string]json.RawMessage, signed bool) (*nodeRequest, error) {
-	if err := refuseUnknown(m, "compute request", "cpu", "memory"); err != nil {
+	if err := types.RefuseUnknown(m, "compute request", "cpu", "memory"); err != nil {
 		return nil, err
 	}
 	q := &nodeRequest{}
-	if raw, ok := m["cpu"]; ok && !isNull(raw) {
+	if raw, ok := m["cpu"]; ok && !types.IsNull(raw) {
 		v, err := parseMillisJSON(raw, signed)
 		if err != nil {
 			return nil, types.Invalid("%v", err)
 		}
 		q.CPU, q.HasCPU = v, true
 	}
-	if raw, ok := m["memory"]; ok && !isNull(raw) {
+	if raw, ok := m["memory"]; ok && !types.IsNull(raw) {
 		v, err := types.ParseSizeJSON(raw, signed)
 		if err != nil {
 			return nil, types.Invalid("memory: %v", err)
@@ -180,7 +148,7 @@ func isSnapshot(m map[string]json.RawMessage) bool {
 // else (a request such as {"cpu": 16}) would otherwise read as zero and
 // wipe the node.
 func decodeAmount(raw json.RawMessage, what string) (Amount, error) {
-	m, err := decodeObject(raw, what)
+	m, err := types.DecodeObject(raw, what)
 	if err != nil {
 		return Amount{}, err
 	}
@@ -199,7 +167,7 @@ func decodeAmount(raw json.RawMessage, what string) (Amount, error) {
 // AddNode builds a new node's record: the request's cpu and memory, else
 // the engine's compute resource, else its NCPU and MemTotal.
 func AddNode(request json.RawMessage, info *types.EngineInfo) (*Node, error) {
-	m, err := decodeObject(request, "resource")
+	m, err := types.DecodeObject(request, "resource")
 	if err != nil {
 		return nil, err
 	}
@@ -208,8 +176,8 @@ func AddNode(request json.RawMessage, info *types.EngineInfo) (*Node, error) {
 		return nil, err
 	}
 	if info != nil && (!q.HasCPU || !q.HasMemory) {
-		if raw := info.Resources["compute"]; len(raw) > 0 && !isNull(json.RawMessage(raw)) {
-			rm, err := decodeObject(json.RawMessage(raw), "info.Resources.compute")
+		if raw := info.Resources["compute"]; len(raw) > 0 && !types.IsNull(json.RawMessage(raw)) {
+			rm, err := types.DecodeObject(json.RawMessage(raw), "info.Resources.compute")
 			if err != nil {
 				return nil, err
 			}
@@ -243,10 +211,10 @@ func AddNode(request json.RawMessage, info *types.EngineInfo) (*Node, error) {
 func (n *Node) SetCapacity(resource, request json.RawMessage, delta, incr bool) (*Node, error) {
 	out := *n
 	raw := request
-	if isNull(raw) {
+	if types.IsNull(raw) {
 		raw = resource
 	}
-	m, err := decodeObject(raw, "resource_request")
+	m, err := types.DecodeObject(raw, "resource_request")
 	if err != nil || m == nil {
 		return &out, err
 	}
@@ -298,7 +266,7 @@ func apply(cur, change Amount, hasCPU, hasMem, delta, incr bool) Amount {
 // override, and is restored as one, so the node admits against what it did
 // before.
 func Restore(capacity, usage json.RawMessage, d Defaults) (*Node, error) {
-	if isNull(capacity) {
+	if types.IsNull(capacity) {
 		return nil, types.Invalid("capacity: missing")
 	}
 	c, err := decodeAmount(capacity, "capacity")
@@ -319,7 +287,7 @@ func Restore(capacity, usage json.RawMessage, d Defaults) (*Node, error) {
 	if r := ratios.Memory; r != nil && *r != d.Memory {
 		n.Override.Memory = r
 	}
-	if !isNull(usage) {
+	if !types.IsNull(usage) {
 		if n.Usage, err = decodeAmount(usage, "usage"); err != nil {
 			return nil, err
 		}
@@ -331,7 +299,7 @@ func Restore(capacity, usage json.RawMessage, d Defaults) (*Node, error) {
 func (n *Node) NextUsage(resource, request, workloads json.RawMessage, delta, incr bool) (*Node, error) {
 	var change Amount
 	hasCPU, hasMem := true, true
-	m, err := decodeObject(request, "resource_request")
+	m, err := types.DecodeObject(request, "resource_request")
 	if err != nil {
 		return nil, err
 	}
@@ -346,8 +314,8 @@ func (n *Node) NextUsage(resource, request, workloads json.RawMessage, delta, in
 			return nil, err
 		}
 		change, hasCPU, hasMem = Amount{CPUMillis: q.CPU, MemoryBytes: q.Memory}, q.HasCPU, q.HasMemory
-	case !isNull(resource):
-		if _, err := decodeObject(resource, "resource"); err != nil {
+	case !types.IsNull(resource):
+		if _, err := types.DecodeObject(resource, "resource"); err != nil {
 			return nil, err
 		}
 		if change, err = decodeAmount(resource, "resource"); err != nil {

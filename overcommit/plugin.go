@@ -127,7 +127,7 @@ func (Plugin) Realloc(n *Node, workload, request json.RawMessage, env types.Env)
 
 // Remap has nothing to move: compute sets no engine limits.
 func (Plugin) Remap(_ *Node, workloads json.RawMessage, _ types.Env) (*types.Remap, error) {
-	if _, err := decodeObject(workloads, "workloads_resource"); err != nil {
+	if _, err := types.DecodeObject(workloads, "workloads_resource"); err != nil {
 		return nil, err
 	}
 	return &types.Remap{EngineParamsMap: map[string]any{}}, nil

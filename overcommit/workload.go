@@ -1,7 +1,6 @@
 package overcommit
 
 import (
-	"bytes"
 	"encoding/json"
 
 	"github.com/eru-extend/resources/types"
@@ -28,17 +27,17 @@ var workloadKeys = []string{"cpu", "memory", "cpu-request", "cpu-limit", "memory
 // request sets the request; a limit below its request is raised to it.
 // signed allows negative values: a realloc's deltas, not reconciled here.
 func ParseWorkloadRequest(raw json.RawMessage, signed bool) (*WorkloadRequest, error) {
-	m, err := decodeObject(raw, "workload request")
+	m, err := types.DecodeObject(raw, "workload request")
 	if err != nil {
 		return nil, err
 	}
-	if err := refuseUnknown(m, "workload request", workloadKeys...); err != nil {
+	if err := types.RefuseUnknown(m, "workload request", workloadKeys...); err != nil {
 		return nil, err
 	}
 	w := &WorkloadRequest{}
 	var hasCPUReq, hasCPULim, hasMemReq, hasMemLim bool
 	cpu := func(key string, dst *int64, has *bool) error {
-		if v, ok := m[key]; ok && !isNull(v) {
+		if v, ok := m[key]; ok && !types.IsNull(v) {
 			n, err := parseMillisJSON(v, signed)
 			if err != nil {
 				return types.Invalid("%s: %v", key, err)
@@ -48,7 +47,7 @@ func ParseWorkloadRequest(raw json.RawMessage, signed bool) (*WorkloadRequest, e
 		return nil
 	}
 	mem := func(key string, dst *int64, has *bool) error {
-		if v, ok := m[key]; ok && !isNull(v) {
+		if v, ok := m[key]; ok && !types.IsNull(v) {
 			n, err := types.ParseSizeJSON(v, signed)
 			if err != nil {
 				return types.Invalid("%s: %v", key, err)
@@ -95,7 +94,7 @@ func (w *WorkloadRequest) reconcile() {
 // DecodeWorkload reads a stored workload resource; null is an empty one.
 func DecodeWorkload(raw json.RawMessage) (*Workload, error) {
 	w := &Workload{}
-	if isNull(raw) {
+	if types.IsNull(raw) {
 		return w, nil
 	}
 	if err := json.Unmarshal(raw, w); err != nil {
@@ -111,19 +110,13 @@ func DecodeWorkload(raw json.RawMessage) (*Workload, error) {
 
 // DecodeWorkloads reads a list of stored workload resources, skipping nulls.
 func DecodeWorkloads(raw json.RawMessage) ([]*Workload, error) {
-	if isNull(raw) {
-		return nil, nil
-	}
-	if bytes.TrimSpace(raw)[0] != '[' {
-		return nil, types.Invalid("workloads_resource: want a list, got %s", types.Clip(raw))
-	}
-	var items []json.RawMessage
-	if err := json.Unmarshal(raw, &items); err != nil {
-		return nil, types.Invalid("workloads_resource: %v", err)
+	items, err := types.DecodeList(raw, "workloads_resource")
+	if err != nil {
+		return nil, err
 	}
 	out := make([]*Workload, 0, len(items))
 	for i, item := range items {
-		if isNull(item) {
+		if types.IsNull(item) {
 			continue
 		}
 		w, err := DecodeWorkload(item)

@@ -14,7 +14,7 @@ import (
 // is 80% of the engine's storage total. The volumes' total is added to the
 // budget either way.
 func AddNode(request json.RawMessage, info *types.EngineInfo) (*Node, error) {
-	m, err := decodeObject(request, "resource")
+	m, err := types.DecodeObject(request, "resource")
 	if err != nil {
 		return nil, err
 	}
@@ -29,7 +29,7 @@ func AddNode(request json.RawMessage, info *types.EngineInfo) (*Node, error) {
 	var engineTotal int64
 	if info != nil {
 		engineTotal = info.StorageTotal
-		if raw := info.Resources["storage"]; len(raw) > 0 && !isNull(json.RawMessage(raw)) {
+		if raw := info.Resources["storage"]; len(raw) > 0 && !types.IsNull(json.RawMessage(raw)) {
 			r, err := decodeStored(json.RawMessage(raw), "info.Resources.storage")
 			if err != nil {
 				return nil, err
@@ -37,7 +37,7 @@ func AddNode(request json.RawMessage, info *types.EngineInfo) (*Node, error) {
 			reported = &r
 			// its storage stands for the engine's total only when it
 			// carries one; else StorageTotal does.
-			if m, err := decodeObject(json.RawMessage(raw), "info.Resources.storage"); err == nil && !isNull(m["storage"]) {
+			if m, err := types.DecodeObject(json.RawMessage(raw), "info.Resources.storage"); err == nil && !types.IsNull(m["storage"]) {
 				engineTotal = r.Storage
 			}
 		}
@@ -87,11 +87,11 @@ func AddNode(request json.RawMessage, info *types.EngineInfo) (*Node, error) {
 // form); absolute (delta false) or added/subtracted (delta true, incr).
 func (n *Node) SetCapacity(resource, request json.RawMessage, delta, incr bool) (*Node, error) {
 	out := n.Clone()
-	reqM, err := decodeObject(request, "resource_request")
+	reqM, err := types.DecodeObject(request, "resource_request")
 	if err != nil {
 		return nil, err
 	}
-	resM, err := decodeObject(resource, "resource")
+	resM, err := types.DecodeObject(resource, "resource")
 	if err != nil {
 		return nil, err
 	}
@@ -268,7 +268,7 @@ func (r *Resource) applyAbsolute(q *NodeRequest) error {
 // Restore builds a record from set-node-resource-info's capacity and usage,
 // both in stored form, verbatim.
 func Restore(capacity, usage json.RawMessage) (*Node, error) {
-	if isNull(capacity) {
+	if types.IsNull(capacity) {
 		return nil, errInvalid("capacity: missing")
 	}
 	c, err := decodeStored(capacity, "capacity")
@@ -276,7 +276,7 @@ func Restore(capacity, usage json.RawMessage) (*Node, error) {
 		return nil, err
 	}
 	n := &Node{Capacity: c}
-	if !isNull(usage) {
+	if !types.IsNull(usage) {
 		u, err := decodeStored(usage, "usage")
 		if err != nil {
 			return nil, err
@@ -297,7 +297,7 @@ func Restore(capacity, usage json.RawMessage) (*Node, error) {
 // workloads_resource; delta adds (incr) or subtracts it, else it replaces
 // the usage.
 func (n *Node) NextUsage(resource, request, workloads json.RawMessage, delta, incr bool) (*Node, error) {
-	reqM, err := decodeObject(request, "resource_request")
+	reqM, err := types.DecodeObject(request, "resource_request")
 	if err != nil {
 		return nil, err
 	}
@@ -316,8 +316,8 @@ func (n *Node) NextUsage(resource, request, workloads json.RawMessage, delta, in
 			return nil, errInvalid("rm-disks is not a usage")
 		}
 		change = q.toResource()
-	case !isNull(resource):
-		if _, err := decodeObject(resource, "resource"); err != nil {
+	case !types.IsNull(resource):
+		if _, err := types.DecodeObject(resource, "resource"); err != nil {
 			return nil, err
 		}
 		if change, err = decodeStored(resource, "resource"); err != nil {

@@ -61,7 +61,7 @@ func TestParseNodeRequest(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			m, err := decodeObject(raw(tt.in), "resource")
+			m, err := types.DecodeObject(raw(tt.in), "resource")
 			require.NoError(t, err)
 			q, err := ParseNodeRequest(m)
 			require.NoError(t, err)
@@ -92,7 +92,7 @@ func TestParseNodeRequestRefuses(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name+" is refused", func(t *testing.T) {
-			m, err := decodeObject(raw(tt.in), "resource")
+			m, err := types.DecodeObject(raw(tt.in), "resource")
 			require.NoError(t, err)
 			_, err = ParseNodeRequest(m)
 			require.ErrorContains(t, err, tt.errHas)
@@ -104,7 +104,7 @@ func TestParseNodeRequestRefuses(t *testing.T) {
 		for i := range vols {
 			vols[i] = fmt.Sprintf("%q", fmt.Sprintf("/d%d:8P", i))
 		}
-		m, err := decodeObject(raw(`{"volumes":[`+strings.Join(vols, ",")+`],"storage":"1"}`), "resource")
+		m, err := types.DecodeObject(raw(`{"volumes":[`+strings.Join(vols, ",")+`],"storage":"1"}`), "resource")
 		require.NoError(t, err)
 		_, err = ParseNodeRequest(m)
 		require.ErrorContains(t, err, "more than 8 PiB")

@@ -172,7 +172,7 @@ func FuzzSetCapacity(f *testing.F) {
 			require.GreaterOrEqual(t, added.Capacity.Storage, added.Capacity.volumeTotal())
 		}
 
-		if m, err := decodeObject(request, "resource"); err == nil {
+		if m, err := types.DecodeObject(request, "resource"); err == nil {
 			if q, err := ParseNodeRequest(m); err == nil {
 				total := q.Storage
 				for _, v := range q.Volumes {

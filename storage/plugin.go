@@ -141,7 +141,7 @@ func (Plugin) Realloc(n *Node, workload, request json.RawMessage, _ types.Env) (
 
 // Remap is a no-op: volumes do not move between running workloads.
 func (Plugin) Remap(_ *Node, workloads json.RawMessage, _ types.Env) (*types.Remap, error) {
-	if _, err := decodeObject(workloads, "workloads_resource"); err != nil {
+	if _, err := types.DecodeObject(workloads, "workloads_resource"); err != nil {
 		return nil, err
 	}
 	return &types.Remap{EngineParamsMap: map[string]any{}}, nil

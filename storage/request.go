@@ -6,40 +6,9 @@ import (
 	"fmt"
 	"slices"
 	"strings"
+
+	"github.com/eru-extend/resources/types"
 )
-
-// decodeObject reads a JSON object into its raw members. null or nothing is
-// an absent object (nil, no error).
-func decodeObject(raw json.RawMessage, what string) (map[string]json.RawMessage, error) {
-	raw = bytes.TrimSpace(raw)
-	if len(raw) == 0 || bytes.Equal(raw, []byte("null")) {
-		return nil, nil
-	}
-	if raw[0] != '{' {
-		return nil, errInvalid("%s: want a JSON object, got %s", what, clip(raw))
-	}
-	var m map[string]json.RawMessage
-	if err := json.Unmarshal(raw, &m); err != nil {
-		return nil, errInvalid("%s: %v", what, err)
-	}
-	return m, nil
-}
-
-func isNull(raw json.RawMessage) bool {
-	raw = bytes.TrimSpace(raw)
-	return len(raw) == 0 || bytes.Equal(raw, []byte("null"))
-}
-
-// refuseUnknown fails on a key outside allowed, so that a typo is not
-// silently a request for nothing.
-func refuseUnknown(m map[string]json.RawMessage, what string, allowed ...string) error {
-	for k := range m {
-		if !slices.Contains(allowed, k) {
-			return errInvalid("%s: unknown key %q (known: %s)", what, k, strings.Join(allowed, ", "))
-		}
-	}
-	return nil
-}
 
 // VolumeSize is one device of a node request.
 type VolumeSize struct {
@@ -75,32 +44,32 @@ func (q *NodeRequest) volumeTotal() int64 {
 // objects), storage a human size or a number of bytes, rm-disks
 // "device,device".
 func ParseNodeRequest(m map[string]json.RawMessage) (*NodeRequest, error) {
-	if err := refuseUnknown(m, "storage request", "volumes", "disks", "storage", "rm-disks"); err != nil {
+	if err := types.RefuseUnknown(m, "storage request", "volumes", "disks", "storage", "rm-disks"); err != nil {
 		return nil, err
 	}
 	q := &NodeRequest{}
-	if raw, ok := m["volumes"]; ok && !isNull(raw) {
+	if raw, ok := m["volumes"]; ok && !types.IsNull(raw) {
 		vols, err := parseVolumeSizes(raw)
 		if err != nil {
 			return nil, err
 		}
 		q.Volumes, q.HasVolumes = vols, true
 	}
-	if raw, ok := m["disks"]; ok && !isNull(raw) {
+	if raw, ok := m["disks"]; ok && !types.IsNull(raw) {
 		disks, err := parseDisks(raw)
 		if err != nil {
 			return nil, err
 		}
 		q.Disks, q.HasDisks = disks, true
 	}
-	if raw, ok := m["storage"]; ok && !isNull(raw) {
+	if raw, ok := m["storage"]; ok && !types.IsNull(raw) {
 		n, err := parseSizeValue(raw, false)
 		if err != nil {
 			return nil, errInvalid("storage: %v", err)
 		}
 		q.Storage, q.HasStorage = n, true
 	}
-	if raw, ok := m["rm-disks"]; ok && !isNull(raw) {
+	if raw, ok := m["rm-disks"]; ok && !types.IsNull(raw) {
 		var s string
 		var list []string
 		if err := json.Unmarshal(raw, &s); err == nil {

@@ -1,10 +1,11 @@
 package storage
 
 import (
-	"bytes"
 	"encoding/json"
 	"slices"
 	"sort"
+
+	"github.com/eru-extend/resources/types"
 )
 
 // Workload is one workload's storage resource in stored form: returned by
@@ -73,7 +74,7 @@ func (w *Workload) MarshalJSON() ([]byte, error) {
 // DecodeWorkload reads one stored workload resource; null is an empty one.
 func DecodeWorkload(raw json.RawMessage) (*Workload, error) {
 	w := &Workload{}
-	if isNull(raw) {
+	if types.IsNull(raw) {
 		return w, nil
 	}
 	var in workloadJSON
@@ -117,20 +118,13 @@ func DecodeWorkload(raw json.RawMessage) (*Workload, error) {
 // DecodeWorkloads reads a list of stored workload resources; null entries
 // (workloads with no storage resource) are skipped.
 func DecodeWorkloads(raw json.RawMessage) ([]*Workload, error) {
-	if isNull(raw) {
-		return nil, nil
-	}
-	trimmed := bytes.TrimSpace(raw)
-	if trimmed[0] != '[' {
-		return nil, errInvalid("workloads_resource: want a list, got %s", clip(raw))
-	}
-	var items []json.RawMessage
-	if err := json.Unmarshal(raw, &items); err != nil {
-		return nil, errInvalid("workloads_resource: %v", err)
+	items, err := types.DecodeList(raw, "workloads_resource")
+	if err != nil {
+		return nil, err
 	}
 	out := make([]*Workload, 0, len(items))
 	for i, item := range items {
-		if isNull(item) {
+		if types.IsNull(item) {
 			continue
 		}
 		w, err := DecodeWorkload(item)
@@ -226,11 +220,11 @@ var workloadKeys = []string{
 // ParseWorkloadRequest reads a workload request. signed allows negative
 // sizes and quotas: a calculate-realloc request, whose values are deltas.
 func ParseWorkloadRequest(raw json.RawMessage, signed bool) (*WorkloadRequest, error) {
-	m, err := decodeObject(raw, "workload request")
+	m, err := types.DecodeObject(raw, "workload request")
 	if err != nil {
 		return nil, err
 	}
-	if err := refuseUnknown(m, "workload request", workloadKeys...); err != nil {
+	if err := types.RefuseUnknown(m, "workload request", workloadKeys...); err != nil {
 		return nil, err
 	}
 	reqList, hasReq, err := oneOfLists(m, "volumes-request", "volume-request")
@@ -267,21 +261,21 @@ func ParseWorkloadRequest(raw json.RawMessage, signed bool) (*WorkloadRequest, e
 	}
 
 	var hasFlatReq, hasFlatLim bool
-	if raw, ok := m["storage"]; ok && !isNull(raw) {
+	if raw, ok := m["storage"]; ok && !types.IsNull(raw) {
 		n, err := parseSizeValue(raw, signed)
 		if err != nil {
 			return nil, errInvalid("storage: %v", err)
 		}
 		w.FlatRequest, w.FlatLimit, hasFlatReq, hasFlatLim = n, n, true, true
 	}
-	if raw, ok := m["storage-request"]; ok && !isNull(raw) {
+	if raw, ok := m["storage-request"]; ok && !types.IsNull(raw) {
 		n, err := parseSizeValue(raw, signed)
 		if err != nil {
 			return nil, errInvalid("storage-request: %v", err)
 		}
 		w.FlatRequest, hasFlatReq = n, true
 	}
-	if raw, ok := m["storage-limit"]; ok && !isNull(raw) {
+	if raw, ok := m["storage-limit"]; ok && !types.IsNull(raw) {
 		n, err := parseSizeValue(raw, signed)
 		if err != nil {
 			return nil, errInvalid("storage-limit: %v", err)
@@ -341,7 +335,7 @@ func oneOfLists(m map[string]json.RawMessage, keys ...string) ([]string, bool, e
 	var list []string
 	for _, k := range keys {
 		raw, ok := m[k]
-		if !ok || isNull(raw) {
+		if !ok || types.IsNull(raw) {
 			continue
 		}
 		if found != "" {

@@ -124,9 +124,24 @@ func run(binDir string, keep bool) error {
 	var w struct {
 		Workloads []json.RawMessage `json:"workloads_resource"`
 	}
-	var r struct {
-		Delta    json.RawMessage `json:"delta_resource"`
-		Workload json.RawMessage `json:"workload_resource"`
+	// realloc resizes the first workload by a binding's delta and commits the
+	// change as core does.
+	realloc := func(binding string) error {
+		out, err := d.call("storage", "calculate-realloc", obj{"nodename": "n1", "workload_resource": w.Workloads[0],
+			"workload_resource_request": obj{"volumes": []string{binding}}}, false)
+		if err != nil {
+			return err
+		}
+		var r struct {
+			Delta    json.RawMessage `json:"delta_resource"`
+			Workload json.RawMessage `json:"workload_resource"`
+		}
+		if err := json.Unmarshal(out, &r); err != nil {
+			return err
+		}
+		w.Workloads[0] = r.Workload
+		_, err = d.call("storage", "set-node-resource-usage", obj{"nodename": "n1", "workloads_resource": []json.RawMessage{r.Delta}, "delta": true, "incr": true}, false)
+		return err
 	}
 	steps := []func() error{
 		func() error {
@@ -166,31 +181,11 @@ func run(binDir string, keep bool) error {
 		},
 		func() error {
 			say("realloc: the first workload's volume grows by 50G and stays on its device; core commits the delta")
-			out, err := d.call("storage", "calculate-realloc", obj{"nodename": "n1", "workload_resource": w.Workloads[0],
-				"workload_resource_request": obj{"volumes": []string{"AUTO:/data:rw:50G"}}}, false)
-			if err != nil {
-				return err
-			}
-			if err := json.Unmarshal(out, &r); err != nil {
-				return err
-			}
-			w.Workloads[0] = r.Workload
-			_, err = d.call("storage", "set-node-resource-usage", obj{"nodename": "n1", "workloads_resource": []json.RawMessage{r.Delta}, "delta": true, "incr": true}, false)
-			return err
+			return realloc("AUTO:/data:rw:50G")
 		},
 		func() error {
 			say("realloc: it shrinks by 120G")
-			out, err := d.call("storage", "calculate-realloc", obj{"nodename": "n1", "workload_resource": w.Workloads[0],
-				"workload_resource_request": obj{"volumes": []string{"AUTO:/data:rw:-120G"}}}, false)
-			if err != nil {
-				return err
-			}
-			if err := json.Unmarshal(out, &r); err != nil {
-				return err
-			}
-			w.Workloads[0] = r.Workload
-			_, err = d.call("storage", "set-node-resource-usage", obj{"nodename": "n1", "workloads_resource": []json.RawMessage{r.Delta}, "delta": true, "incr": true}, false)
-			return err
+			return realloc("AUTO:/data:rw:-120G")
 		},
 		func() error {
 			say("node info with the workloads core knows: usage agrees, no diffs")
