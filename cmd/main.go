@@ -12,6 +12,7 @@ import (
 	"log/slog"
 	"os"
 	"slices"
+	"strconv"
 	"strings"
 	"time"
 
@@ -205,8 +206,12 @@ func (r *runner) fail(err error) int {
 	switch {
 	case errors.As(err, &ve):
 		where := r.name + ": " + ve.verb
-		if ve.node != "" {
+		switch {
+		case ve.node == "":
+		case nodes.ValidName(ve.node) == nil:
 			where += ": node " + ve.node
+		default:
+			where += ": node " + strconv.Quote(ve.node)
 		}
 		r.line(where, ve.err)
 		return PluginExitCode

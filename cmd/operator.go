@@ -48,8 +48,8 @@ func (r *runner) operator(name string, nargs int, mode config.Mode, op operation
 		}
 		args := c.Args().Slice()
 		for _, a := range args {
-			if a == "" {
-				return fail(types.Invalid("an empty argument is not a node name"))
+			if err := nodes.ValidName(a); err != nil {
+				return fail(err)
 			}
 		}
 		format := c.String("output")

@@ -111,7 +111,7 @@ func decodeRequest(in io.Reader, req *types.Request) error {
 	if len(data) > MaxRequest {
 		return types.Invalid("stdin holds more than %d MiB", MaxRequest>>20)
 	}
-	data = bytes.TrimSpace(data)
+	data = bytes.Trim(data, jsonSpace) // only what JSON calls white space
 	if len(data) == 0 {
 		return types.Invalid("stdin is empty: want one JSON object")
 	}
@@ -125,11 +125,17 @@ func decodeRequest(in io.Reader, req *types.Request) error {
 	if err := dec.Decode(req); err != nil {
 		return types.Invalid("request: %s", describeJSONError(err))
 	}
-	if dec.More() {
-		return types.Invalid("request: more than one JSON value on stdin")
+	if rest := data[dec.InputOffset():]; len(bytes.Trim(rest, jsonSpace)) > 0 {
+		if json.Valid(bytes.Trim(rest, jsonSpace)) {
+			return types.Invalid("request: more than one JSON value on stdin")
+		}
+		return types.Invalid("request: malformed JSON: %s after the object", types.Clip(bytes.Trim(rest, jsonSpace)))
 	}
 	return nil
 }
+
+// jsonSpace is the white space JSON allows around a value.
+const jsonSpace = " \t\r\n"
 
 func describeJSONError(err error) string {
 	var te *json.UnmarshalTypeError

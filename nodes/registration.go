@@ -10,6 +10,8 @@ package nodes
 
 import (
 	"time"
+	"unicode"
+	"unicode/utf8"
 
 	"github.com/eru-extend/resources/types"
 )
@@ -210,4 +212,25 @@ func (r *Registration) Refusal(live bool, p Policy) string {
 func (r *Registration) touch(now time.Time) {
 	r.Version++
 	r.UpdatedAt = now.UTC()
+}
+
+// ValidName checks a node name before it becomes part of a key: it must be
+// non-empty, at most 253 bytes of UTF-8, and hold no '/', white space or
+// control characters.
+func ValidName(name string) error {
+	if name == "" {
+		return types.Invalid("node name is empty")
+	}
+	if len(name) > 253 {
+		return types.Invalid("node name %q is longer than 253 bytes", types.Clip([]byte(name)))
+	}
+	if !utf8.ValidString(name) {
+		return types.Invalid("node name %q is not valid UTF-8", types.Clip([]byte(name)))
+	}
+	for _, r := range name {
+		if r == '/' || unicode.IsSpace(r) || unicode.IsControl(r) {
+			return types.Invalid("node name %q may not hold %q", name, r)
+		}
+	}
+	return nil
 }

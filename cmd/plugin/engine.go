@@ -60,8 +60,23 @@ var nodeVerbs = []string{
 
 // Call runs one verb and returns its answer, ready to be encoded.
 func (e *Engine[N, W]) Call(ctx context.Context, verb string, req *types.Request) (any, error) {
-	if slices.Contains(nodeVerbs, verb) && req.Nodename == "" {
-		return nil, types.Invalid("nodename is missing")
+	if slices.Contains(nodeVerbs, verb) {
+		if req.Nodename == "" {
+			return nil, types.Invalid("nodename is missing")
+		}
+		if err := nodes.ValidName(req.Nodename); err != nil {
+			return nil, err
+		}
+	}
+	for _, n := range req.Nodenames {
+		if err := nodes.ValidName(n); err != nil {
+			return nil, types.Wrap(types.InvalidArgument, err, "nodenames")
+		}
+	}
+	for _, r := range req.Nodes {
+		if err := nodes.ValidName(r.Nodename); err != nil {
+			return nil, types.Wrap(types.InvalidArgument, err, "nodes")
+		}
 	}
 	switch verb {
 	case "name":

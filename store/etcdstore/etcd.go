@@ -5,6 +5,7 @@ package etcdstore
 
 import (
 	"context"
+	"crypto/tls"
 	"errors"
 	"fmt"
 	"io"
@@ -46,6 +47,8 @@ type Store struct {
 	prefix   string
 	endpoint string // for error messages
 	dial     time.Duration
+	tls      *tls.Config
+	guard    clientv3.LeaseID // see guardOp
 }
 
 var quietGRPC sync.Once
@@ -79,27 +82,35 @@ func Open(ctx context.Context, cfg Config) (*Store, error) {
 	if err != nil {
 		return nil, classify(endpoint, err)
 	}
-	return &Store{client: client, prefix: strings.TrimSuffix(cfg.Prefix, "/"), endpoint: endpoint, dial: cfg.DialTimeout}, nil
+	return &Store{client: client, prefix: strings.TrimSuffix(cfg.Prefix, "/"), endpoint: endpoint, dial: cfg.DialTimeout, tls: ccfg.TLS}, nil
 }
 
 // bound gives a call made before the connection is up no longer than the
 // dial timeout: the client connects lazily and would otherwise wait for a
 // dead etcd until the call's own deadline.
-func (s *Store) bound(ctx context.Context) (context.Context, context.CancelFunc, bool) {
+func (s *Store) bound(ctx context.Context) (context.Context, context.CancelFunc) {
 	if s.dial <= 0 || s.client.ActiveConnection().GetState() == connectivity.Ready {
-		return ctx, func() {}, false
+		return ctx, func() {}
 	}
-	ctx, cancel := context.WithTimeout(ctx, s.dial)
-	return ctx, cancel, true
+	return context.WithTimeout(ctx, s.dial)
 }
 
-// fail classifies an error of a call; dialing says the call was the one
-// waiting for the connection.
-func (s *Store) fail(err error, dialing bool) error {
-	if dialing && errors.Is(err, context.DeadlineExceeded) {
-		return types.Wrap(types.Unavailable, fmt.Errorf("unreachable: no connection within %s", s.dial), "etcd "+s.endpoint)
+// fail classifies an error of a call. A call that ran out of time before
+// the connection came up reports why the endpoint cannot be reached (the
+// client itself only says its deadline passed); a write that ran out of
+// time says its outcome is unknown, for etcd may still apply it.
+func (s *Store) fail(err error, write bool) error {
+	if !errors.Is(err, context.DeadlineExceeded) && !errors.Is(err, context.Canceled) {
+		return classify(s.endpoint, err)
 	}
-	return classify(s.endpoint, err)
+	if s.client.ActiveConnection().GetState() != connectivity.Ready {
+		why := diagnose(s.client.Endpoints(), s.tls, probeTimeout)
+		return types.Wrap(types.Unavailable, fmt.Errorf("unreachable: no connection within %s: %s", s.dial, why), "etcd "+s.endpoint)
+	}
+	if write {
+		return types.Wrap(types.Unavailable, errors.New("no answer in time: the write's outcome is unknown (etcd may still apply it); read the node before retrying"), "etcd "+s.endpoint)
+	}
+	return types.Wrap(types.Unavailable, errors.New("no answer in time"), "etcd "+s.endpoint)
 }
 
 // Client is the underlying etcd client, for tests and tools.
@@ -130,11 +141,11 @@ func (s *Store) Read(ctx context.Context, keys []string, prefixes []string) (*st
 				chunk[i] = pin(chunk[i], snap.Revision)
 			}
 		}
-		cctx, cancel, dialing := s.bound(ctx)
+		cctx, cancel := s.bound(ctx)
 		resp, err := s.client.Txn(cctx).Then(chunk...).Commit()
 		cancel()
 		if err != nil {
-			return nil, s.fail(err, dialing)
+			return nil, s.fail(err, false)
 		}
 		if snap.Revision == 0 {
 			snap.Revision = resp.Header.Revision
@@ -184,16 +195,21 @@ func (s *Store) TxnOrRead(ctx context.Context, conds []store.Cond, ops []store.O
 			then = append(then, clientv3.OpDelete(key))
 		case op.TTL > 0:
 			secs := int64(math.Ceil(op.TTL.Seconds()))
-			cctx, cancel, dialing := s.bound(ctx)
+			cctx, cancel := s.bound(ctx)
 			lease, err := s.client.Grant(cctx, secs)
 			cancel()
 			if err != nil {
-				return nil, s.fail(err, dialing)
+				return nil, s.fail(err, false)
 			}
 			then = append(then, clientv3.OpPut(key, string(op.Value), clientv3.WithLease(lease.ID)))
 		default:
 			then = append(then, clientv3.OpPut(key, string(op.Value)))
 		}
+	}
+	if g, ok, err := s.guardOp(ctx); err != nil {
+		return nil, err
+	} else if ok {
+		then = append(then, g)
 	}
 	var reread []clientv3.Op
 	if len(keys) <= MaxTxnOps {
@@ -201,11 +217,14 @@ func (s *Store) TxnOrRead(ctx context.Context, conds []store.Cond, ops []store.O
 			reread = append(reread, clientv3.OpGet(s.prefix+k))
 		}
 	}
-	cctx, cancel, dialing := s.bound(ctx)
+	cctx, cancel := s.bound(ctx)
 	defer cancel()
 	resp, err := s.client.Txn(cctx).If(cmps...).Then(then...).Else(reread...).Commit()
+	if errors.Is(err, rpctypes.ErrLeaseNotFound) || errors.Is(err, rpctypes.ErrGRPCLeaseNotFound) {
+		return nil, types.Wrap(types.Unavailable, errors.New("the write reached etcd after its deadline and was not applied"), "etcd "+s.endpoint)
+	}
 	if err != nil {
-		return nil, s.fail(err, dialing)
+		return nil, s.fail(err, true)
 	}
 	if resp.Succeeded {
 		return nil, nil
@@ -223,6 +242,30 @@ func (s *Store) TxnOrRead(ctx context.Context, conds []store.Cond, ops []store.O
 	return snap, store.ErrConflict
 }
 
+// guardOp binds a throwaway key of every write to a lease that expires
+// about when the call's deadline passes (etcd counts leases in whole
+// seconds and has a minimum). A write held up on the way to etcd past that
+// point finds its lease gone and etcd refuses the whole transaction, so a
+// write the plugin reported as failed does not land later. One lease
+// serves all the attempts of a call.
+func (s *Store) guardOp(ctx context.Context) (clientv3.Op, bool, error) {
+	deadline, ok := ctx.Deadline()
+	if !ok {
+		return clientv3.Op{}, false, nil
+	}
+	if s.guard == 0 {
+		ttl := max(1, int64(time.Until(deadline)/time.Second))
+		cctx, cancel := s.bound(ctx)
+		lease, err := s.client.Grant(cctx, ttl)
+		cancel()
+		if err != nil {
+			return clientv3.Op{}, false, s.fail(err, false)
+		}
+		s.guard = lease.ID
+	}
+	return clientv3.OpPut(fmt.Sprintf("%s/guards/%x", s.prefix, int64(s.guard)), "", clientv3.WithLease(s.guard)), true, nil
+}
+
 // classify turns a client error into an unavailable error naming the
 // endpoint; credentials are never part of it.
 func classify(endpoint string, err error) error {
@@ -231,8 +274,6 @@ func classify(endpoint string, err error) error {
 		return types.Wrap(types.Unavailable, errors.New("authentication failed (user name or password wrong)"), "etcd "+endpoint)
 	case errors.Is(err, rpctypes.ErrPermissionDenied), errors.Is(err, rpctypes.ErrGRPCPermissionDenied):
 		return types.Wrap(types.Unavailable, errors.New("permission denied"), "etcd "+endpoint)
-	case errors.Is(err, context.DeadlineExceeded):
-		return types.Wrap(types.Unavailable, fmt.Errorf("no answer in time: %w", err), "etcd "+endpoint)
 	}
 	return types.Wrap(types.Unavailable, err, "etcd "+endpoint)
 }

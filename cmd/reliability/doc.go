@@ -1,0 +1,2 @@
+// Package reliability holds the fault and security tests of the plugin binaries.
+package reliability
