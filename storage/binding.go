@@ -117,12 +117,17 @@ func ParseBinding(s string, signed bool) (*VolumeBinding, error) {
 
 func normalizeFlags(flags string) (string, error) {
 	letters := []byte(flags)
+	seen := map[byte]bool{}
 	for _, c := range letters {
 		switch c {
 		case 'r', 'w', 'o', 'm':
 		default:
 			return "", fmt.Errorf("flag %q is not one of r, w, o, m", c)
 		}
+		if seen[c] {
+			return "", fmt.Errorf("flag %q is given twice", c)
+		}
+		seen[c] = true
 	}
 	sort.Slice(letters, func(i, j int) bool { return letters[i] < letters[j] })
 	return string(letters), nil

@@ -2,7 +2,9 @@ package types
 
 import (
 	"encoding/json"
+	"errors"
 	"fmt"
+	"strconv"
 	"strings"
 
 	"github.com/docker/go-units"
@@ -27,6 +29,20 @@ func ParseSize(s string, signed bool) (int64, error) {
 	}
 	if text == "" {
 		return 0, fmt.Errorf("size %q is empty", Clip([]byte(s)))
+	}
+	if plain, err := strconv.ParseUint(text, 10, 64); err == nil || errors.Is(err, strconv.ErrRange) {
+		// A plain count of bytes is read exactly: go-units goes through
+		// float64, which would round 2^53+1 down into range.
+		if err != nil || plain > MaxExact {
+			return 0, fmt.Errorf("size %q is too large (at most 8 PiB)", Clip([]byte(s)))
+		}
+		if neg {
+			return -int64(plain), nil
+		}
+		return int64(plain), nil
+	}
+	if _, err := strconv.ParseFloat(text, 64); err == nil {
+		return 0, fmt.Errorf("size %q is not a whole number of bytes (use a unit for fractions, like 1.5G)", Clip([]byte(s)))
 	}
 	n, err := units.RAMInBytes(text)
 	if err != nil {
