@@ -7,6 +7,7 @@ import (
 	"maps"
 	"math"
 	"runtime"
+	"runtime/debug"
 	"slices"
 	"sync"
 	"sync/atomic"
@@ -459,6 +460,11 @@ func (e *Engine[N, W]) readNodes(ctx context.Context, names []string) (func(stri
 		}
 		snap, err = s.Read(ctx, keys, nil)
 	} else {
+		// A many-node read holds every record at once; collect garbage
+		// sooner than Go's default (heap twice the live data) so that the
+		// process's peak stays a small multiple of the records, at a few
+		// percent of time (see BENCHMARKS.md).
+		debug.SetGCPercent(50)
 		snap, err = s.Read(ctx, e.Res.SharedKeys(), []string{nodes.RecordPrefix(e.Res.Name()), nodes.RegistrationPrefix, nodes.SessionPrefix})
 	}
 	if err != nil {
