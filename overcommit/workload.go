@@ -110,22 +110,7 @@ func DecodeWorkload(raw json.RawMessage) (*Workload, error) {
 
 // DecodeWorkloads reads a list of stored workload resources, skipping nulls.
 func DecodeWorkloads(raw json.RawMessage) ([]*Workload, error) {
-	items, err := types.DecodeList(raw, "workloads_resource")
-	if err != nil {
-		return nil, err
-	}
-	out := make([]*Workload, 0, len(items))
-	for i, item := range items {
-		if types.IsNull(item) {
-			continue
-		}
-		w, err := DecodeWorkload(item)
-		if err != nil {
-			return nil, types.Invalid("workloads_resource[%d]: %v", i, err)
-		}
-		out = append(out, w)
-	}
-	return out, nil
+	return types.DecodeEach(raw, "workloads_resource", DecodeWorkload)
 }
 
 // sumWorkloads adds up the workloads' requests.

@@ -118,22 +118,7 @@ func DecodeWorkload(raw json.RawMessage) (*Workload, error) {
 // DecodeWorkloads reads a list of stored workload resources; null entries
 // (workloads with no storage resource) are skipped.
 func DecodeWorkloads(raw json.RawMessage) ([]*Workload, error) {
-	items, err := types.DecodeList(raw, "workloads_resource")
-	if err != nil {
-		return nil, err
-	}
-	out := make([]*Workload, 0, len(items))
-	for i, item := range items {
-		if types.IsNull(item) {
-			continue
-		}
-		w, err := DecodeWorkload(item)
-		if err != nil {
-			return nil, errInvalid("workloads_resource[%d]: %v", i, err)
-		}
-		out = append(out, w)
-	}
-	return out, nil
+	return types.DecodeEach(raw, "workloads_resource", DecodeWorkload)
 }
 
 func parseBindings(list []string, signed bool) ([]*VolumeBinding, error) {

@@ -40,9 +40,30 @@ func RefuseUnknown(m map[string]json.RawMessage, what string, allowed ...string)
 	return nil
 }
 
-// DecodeList reads a JSON list into its raw items (core sends a null item
-// for a workload that has nothing of a resource). An absent or null list is
-// empty.
+// DecodeEach reads a JSON list whose items decode reads, leaving out null
+// items (core sends null for a workload that has nothing of a resource). An
+// absent or null list is empty.
+func DecodeEach[T any](raw json.RawMessage, what string, decode func(json.RawMessage) (T, error)) ([]T, error) {
+	items, err := DecodeList(raw, what)
+	if err != nil {
+		return nil, err
+	}
+	out := make([]T, 0, len(items))
+	for i, item := range items {
+		if IsNull(item) {
+			continue
+		}
+		v, err := decode(item)
+		if err != nil {
+			return nil, Invalid("%s[%d]: %v", what, i, err)
+		}
+		out = append(out, v)
+	}
+	return out, nil
+}
+
+// DecodeList reads a JSON list into its raw items. An absent or null list
+// is empty.
 func DecodeList(raw json.RawMessage, what string) ([]json.RawMessage, error) {
 	if IsNull(raw) {
 		return nil, nil
