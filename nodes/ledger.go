@@ -39,12 +39,8 @@ func (r *Registration) Absorb(plugin string, old, next types.Amounts) (types.Amo
 	if r == nil {
 		return next, false, nil
 	}
-	if r.Isolated {
-		for _, k := range next.Keys() {
-			if next[k] > old[k] {
-				return nil, false, types.Errorf(types.FailedPrecondition, "node is isolated: the write would add %d to %s", next[k]-old[k], k)
-			}
-		}
+	if err := r.RefuseGrowth(old, next); err != nil {
+		return nil, false, err
 	}
 	ledger := r.Released[plugin]
 	if len(ledger) == 0 {
@@ -74,6 +70,20 @@ func (r *Registration) Absorb(plugin string, old, next types.Amounts) (types.Amo
 		}
 	}
 	return out, changed, nil
+}
+
+// RefuseGrowth refuses, on an isolated node, a write whose net effect adds
+// to any component of a plugin's usage.
+func (r *Registration) RefuseGrowth(old, next types.Amounts) error {
+	if r == nil || !r.Isolated {
+		return nil
+	}
+	for _, k := range next.Keys() {
+		if next[k] > old[k] {
+			return types.Errorf(types.FailedPrecondition, "node is isolated: the write would add %d to %s", next[k]-old[k], k)
+		}
+	}
+	return nil
 }
 
 // Forget drops a plugin's ledger, when the plugin's record of the node goes.

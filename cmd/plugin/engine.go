@@ -184,13 +184,13 @@ func (e *Engine[N, W]) readNode(ctx context.Context, node string) (*nodeView[N],
 // the record to store (or the current one to store nothing) and the answer;
 // it may change the registration, which is created on the node's first
 // write and stored with the record.
-func (e *Engine[N, W]) write(ctx context.Context, node string, extra []string, fn func(v *nodeView[N], env Env, tx *store.Tx) (N, any, error)) (any, error) {
+func (e *Engine[N, W]) write(ctx context.Context, node string, fn func(v *nodeView[N], env Env) (N, any, error)) (any, error) {
 	s, err := e.Open(ctx, true)
 	if err != nil {
 		return nil, err
 	}
 	var answer any
-	err = store.Update(ctx, s, append(e.nodeKeys(node), extra...), func(tx *store.Tx) error {
+	err = store.Update(ctx, s, e.nodeKeys(node), func(tx *store.Tx) error {
 		v, err := e.view(node, tx.Get)
 		if err != nil {
 			return err
@@ -204,7 +204,7 @@ func (e *Engine[N, W]) write(ctx context.Context, node string, extra []string, f
 		if err != nil {
 			return err
 		}
-		next, out, err := fn(v, env, tx)
+		next, out, err := fn(v, env)
 		if err != nil {
 			return err
 		}
@@ -233,7 +233,7 @@ func (e *Engine[N, W]) addNode(ctx context.Context, req *types.Request) (any, er
 	if err != nil {
 		return nil, err
 	}
-	return e.write(ctx, req.Nodename, nil, func(v *nodeView[N], env Env, _ *store.Tx) (N, any, error) {
+	return e.write(ctx, req.Nodename, func(v *nodeView[N], env Env) (N, any, error) {
 		if v.known {
 			return v.rec, nil, types.Errorf(types.AlreadyExists, "node exists")
 		}
@@ -291,7 +291,7 @@ func (e *Engine[N, W]) removeNode(ctx context.Context, req *types.Request) (any,
 }
 
 func (e *Engine[N, W]) setCapacity(ctx context.Context, req *types.Request) (any, error) {
-	return e.write(ctx, req.Nodename, nil, func(v *nodeView[N], env Env, _ *store.Tx) (N, any, error) {
+	return e.write(ctx, req.Nodename, func(v *nodeView[N], env Env) (N, any, error) {
 		next, err := e.Res.SetCapacity(v.rec, req.Resource, req.ResourceRequest, req.Delta, req.Incr)
 		if err != nil {
 			return v.rec, nil, err
@@ -303,12 +303,14 @@ func (e *Engine[N, W]) setCapacity(ctx context.Context, req *types.Request) (any
 }
 
 func (e *Engine[N, W]) setInfo(ctx context.Context, req *types.Request) (any, error) {
-	return e.write(ctx, req.Nodename, nil, func(v *nodeView[N], env Env, _ *store.Tx) (N, any, error) {
+	return e.write(ctx, req.Nodename, func(v *nodeView[N], env Env) (N, any, error) {
 		rec, err := e.Res.Restore(req.Capacity, req.Usage, env)
 		if err != nil {
 			return v.rec, nil, err
 		}
-		if _, _, err := v.reg.Absorb(e.Res.Name(), e.Res.Held(v.rec), e.Res.Held(rec)); err != nil {
+		// Written verbatim: the ledger is not drawn on, but an isolated node
+		// still takes no growth.
+		if err := v.reg.RefuseGrowth(e.Res.Held(v.rec), e.Res.Held(rec)); err != nil {
 			return v.rec, nil, err
 		}
 		return rec, struct{}{}, nil
@@ -316,7 +318,7 @@ func (e *Engine[N, W]) setInfo(ctx context.Context, req *types.Request) (any, er
 }
 
 func (e *Engine[N, W]) setUsage(ctx context.Context, req *types.Request) (any, error) {
-	return e.write(ctx, req.Nodename, nil, func(v *nodeView[N], env Env, _ *store.Tx) (N, any, error) {
+	return e.write(ctx, req.Nodename, func(v *nodeView[N], env Env) (N, any, error) {
 		next, err := e.Res.NextUsage(v.rec, req.Resource, req.ResourceRequest, req.WorkloadsResource, req.Delta, req.Incr)
 		if err != nil {
 			return v.rec, nil, err
@@ -355,7 +357,7 @@ func (e *Engine[N, W]) info(ctx context.Context, req *types.Request, fix bool) (
 	// when the usage itself moved, someone placed or removed work since the
 	// fix began, and writing the caller's sum would erase it.
 	var seen types.Amounts
-	return e.write(ctx, req.Nodename, nil, func(v *nodeView[N], env Env, _ *store.Tx) (N, any, error) {
+	return e.write(ctx, req.Nodename, func(v *nodeView[N], env Env) (N, any, error) {
 		if !v.known {
 			return v.rec, nil, types.Errorf(types.NotFound, "the %s plugin has no record of this node", e.Res.Name())
 		}

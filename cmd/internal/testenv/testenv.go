@@ -24,6 +24,9 @@ import (
 	"github.com/stretchr/testify/require"
 	clientv3 "go.etcd.io/etcd/client/v3"
 
+	// The binaries under test are built from this package's tree at run
+	// time; importing it makes go test's cache see changes to their code.
+	_ "github.com/eru-extend/resources/cmd"
 	"github.com/eru-extend/resources/store"
 	"github.com/eru-extend/resources/store/boltstore"
 	"github.com/eru-extend/resources/store/storetest"
