@@ -65,9 +65,8 @@ func (r *runner) app() *cli.App {
 		Flags: []cli.Flag{
 			&cli.StringFlag{Name: "config", Usage: "config file (else $" + config.EnvPath + ", else ./" + r.name + ".yaml, else built-in defaults)"},
 		},
-		Commands:        append(r.verbCommands(), r.nodesCommand(), r.overcommitCommand()),
-		HideHelpCommand: false,
-		ExitErrHandler:  func(*cli.Context, error) {},
+		Commands:       append(r.verbCommands(), r.nodesCommand(), r.overcommitCommand()),
+		ExitErrHandler: func(*cli.Context, error) {},
 		OnUsageError: func(_ *cli.Context, err error, _ bool) error {
 			return usageError{types.Invalid("%s", err.Error())}
 		},
