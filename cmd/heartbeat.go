@@ -3,6 +3,7 @@ package cmd
 import (
 	"context"
 	"strings"
+	"time"
 
 	"github.com/urfave/cli/v2"
 
@@ -31,6 +32,9 @@ func (r *runner) heartbeatCommand() *cli.Command {
 			if ttl <= 0 {
 				return nil, types.Invalid("--ttl %s: want a positive duration", ttl)
 			}
+			// etcd counts leases in whole seconds: round up on both stores,
+			// so that expires_at says when the session really ends.
+			ttl = (ttl + time.Second - 1).Truncate(time.Second)
 			var clock nodes.ClockReading
 			if c.IsSet("clock-sync") {
 				clock.Sync = strings.ToUpper(c.String("clock-sync"))

@@ -60,7 +60,7 @@ func (r *runner) operator(name string, nargs int, mode config.Mode, op operation
 		if err != nil {
 			return fail(err)
 		}
-		cmd := nodes.Command{ID: c.String("command-id"), Args: canonical(name, args, c, fingerprint)}
+		cmd := nodes.Command{ID: c.String("command-id"), Args: canonical(name, args, c, append([]string{"if-version"}, fingerprint...))}
 		if c.IsSet("if-version") {
 			v := c.Int64("if-version")
 			cmd.IfVersion = &v
@@ -95,7 +95,7 @@ func canonical(name string, args []string, c *cli.Context, flags []string) strin
 	parts := append([]string{name}, args...)
 	for _, f := range flags {
 		if c.IsSet(f) {
-			parts = append(parts, "--"+f+"="+c.String(f))
+			parts = append(parts, fmt.Sprintf("--%s=%v", f, c.Value(f)))
 		}
 	}
 	return strings.Join(parts, " ")

@@ -19,6 +19,7 @@ func computeCapacity(cpuMillis, memory int64) computeNode {
 		CPUMillis: cpuMillis, MemoryBytes: memory,
 		CPURatio: defaultRatio, MemoryRatio: defaultRatio,
 		SchedulableCPUMillis: cpuMillis, SchedulableMemoryByte: memory,
+		CPURatioSource: "DEFAULT", MemoryRatioSource: "DEFAULT",
 	}
 }
 

@@ -55,17 +55,21 @@ type storageEngine struct {
 // computeNode is a node's compute capacity (with the figures in effect) or
 // usage (cpu_millis and memory_bytes only).
 type computeNode struct {
-	CPUMillis             int64 `json:"cpu_millis"`
-	MemoryBytes           int64 `json:"memory_bytes"`
-	CPURatio              int64 `json:"cpu_ratio,omitempty"`
-	MemoryRatio           int64 `json:"memory_ratio,omitempty"`
-	SchedulableCPUMillis  int64 `json:"schedulable_cpu_millis,omitempty"`
-	SchedulableMemoryByte int64 `json:"schedulable_memory_bytes,omitempty"`
+	CPUMillis             int64  `json:"cpu_millis"`
+	MemoryBytes           int64  `json:"memory_bytes"`
+	CPURatio              int64  `json:"cpu_ratio,omitempty"`
+	MemoryRatio           int64  `json:"memory_ratio,omitempty"`
+	SchedulableCPUMillis  int64  `json:"schedulable_cpu_millis,omitempty"`
+	SchedulableMemoryByte int64  `json:"schedulable_memory_bytes,omitempty"`
+	CPURatioSource        string `json:"cpu_ratio_source,omitempty"`
+	MemoryRatioSource     string `json:"memory_ratio_source,omitempty"`
+	OvercommitVersion     int64  `json:"overcommit_version,omitempty"`
 }
 
 var (
-	computeCapacityKeys = []string{"cpu_millis", "memory_bytes", "cpu_ratio", "memory_ratio", "schedulable_cpu_millis", "schedulable_memory_bytes"}
-	computeUsageKeys    = []string{"cpu_millis", "memory_bytes"}
+	computeCapacityKeys = []string{"cpu_millis", "memory_bytes", "cpu_ratio", "memory_ratio", "schedulable_cpu_millis", "schedulable_memory_bytes",
+		"cpu_ratio_source", "memory_ratio_source", "overcommit_version"}
+	computeUsageKeys = []string{"cpu_millis", "memory_bytes"}
 )
 
 // computeWorkload is a workload's stored compute resource.

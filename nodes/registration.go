@@ -207,8 +207,11 @@ func (r *Registration) Refusal(live bool, p Policy) string {
 	return ""
 }
 
-// touch advances the version and the update time: every operator-visible
-// change calls it.
+// Touch advances the version and the update time: every write of the
+// registration but a heartbeat's calls it.
+func (r *Registration) Touch(now time.Time) { r.touch(now) }
+
+// touch advances the version and the update time.
 func (r *Registration) touch(now time.Time) {
 	r.Version++
 	r.UpdatedAt = now.UTC()

@@ -48,9 +48,9 @@ type View struct {
 }
 
 // SessionView is the session part of a View: live, since and expires_at
-// only while the session is live.
+// are shown only while the session is live.
 type SessionView struct {
-	Live      bool       `json:"live"`
+	Live      bool       `json:"live,omitempty"`
 	Ever      bool       `json:"ever"`
 	Since     *time.Time `json:"since,omitempty"`
 	ExpiresAt *time.Time `json:"expires_at,omitempty"`

@@ -32,12 +32,15 @@ type Node struct {
 // Capacity is the capacity as the verbs answer it: the host, and the
 // figures in effect (informational).
 type Capacity struct {
-	CPUMillis              int64 `json:"cpu_millis"`
-	MemoryBytes            int64 `json:"memory_bytes"`
-	CPURatio               int64 `json:"cpu_ratio"`
-	MemoryRatio            int64 `json:"memory_ratio"`
-	SchedulableCPUMillis   int64 `json:"schedulable_cpu_millis"`
-	SchedulableMemoryBytes int64 `json:"schedulable_memory_bytes"`
+	CPUMillis              int64  `json:"cpu_millis"`
+	MemoryBytes            int64  `json:"memory_bytes"`
+	CPURatio               int64  `json:"cpu_ratio"`
+	MemoryRatio            int64  `json:"memory_ratio"`
+	SchedulableCPUMillis   int64  `json:"schedulable_cpu_millis"`
+	SchedulableMemoryBytes int64  `json:"schedulable_memory_bytes"`
+	CPURatioSource         Source `json:"cpu_ratio_source"`
+	MemoryRatioSource      Source `json:"memory_ratio_source"`
+	OvercommitVersion      int64  `json:"overcommit_version"`
 }
 
 // Ratios are the ratios in effect on the node.
@@ -59,6 +62,8 @@ func (n *Node) View(d Defaults) Capacity {
 		CPUMillis: n.Capacity.CPUMillis, MemoryBytes: n.Capacity.MemoryBytes,
 		CPURatio: cpu.Ratio, MemoryRatio: mem.Ratio,
 		SchedulableCPUMillis: s.CPUMillis, SchedulableMemoryBytes: s.MemoryBytes,
+		CPURatioSource: cpu.Source, MemoryRatioSource: mem.Source,
+		OvercommitVersion: n.Version,
 	}
 }
 
@@ -259,13 +264,13 @@ func apply(cur, change Amount, hasCPU, hasMem, delta, incr bool) Amount {
 	return cur
 }
 
-// Restore builds a record from set-node-resource-info: core replays there
-// what get-node-resource-info answered, to undo a remove-node that failed
-// elsewhere. The host and usage figures are written verbatim; a ratio in
-// effect that differs from the cluster default d was the node's own
-// override, and is restored as one, so the node admits against what it did
-// before.
-func Restore(capacity, usage json.RawMessage, d Defaults) (*Node, error) {
+// Restore builds a record from set-node-resource-info, verbatim: core
+// replays there what get-node-resource-info answered, to undo a remove-node
+// that failed elsewhere. The capacity it answered names each ratio's source
+// and the overrides' version, so the node's own overrides come back as they
+// were (a ratio whose source was the default stays the default, whatever the
+// default is now).
+func Restore(capacity, usage json.RawMessage) (*Node, error) {
 	if types.IsNull(capacity) {
 		return nil, types.Invalid("capacity: missing")
 	}
@@ -273,19 +278,25 @@ func Restore(capacity, usage json.RawMessage, d Defaults) (*Node, error) {
 	if err != nil {
 		return nil, err
 	}
-	n := &Node{Capacity: c}
-	var ratios struct {
-		CPU    *int64 `json:"cpu_ratio"`
-		Memory *int64 `json:"memory_ratio"`
+	var view Capacity
+	if err := json.Unmarshal(capacity, &view); err != nil {
+		return nil, types.Invalid("capacity: the figures in effect are not readable: %v", err)
 	}
-	if err := json.Unmarshal(capacity, &ratios); err != nil {
-		return nil, types.Invalid("capacity: the ratios in effect are not integers: %v", err)
-	}
-	if r := ratios.CPU; r != nil && *r != d.CPU {
-		n.Override.CPU = r
-	}
-	if r := ratios.Memory; r != nil && *r != d.Memory {
-		n.Override.Memory = r
+	n := &Node{Capacity: c, Version: view.OvercommitVersion}
+	for _, r := range []struct {
+		what   string
+		source Source
+		ratio  int64
+		dst    **int64
+	}{{"cpu", view.CPURatioSource, view.CPURatio, &n.Override.CPU}, {"memory", view.MemoryRatioSource, view.MemoryRatio, &n.Override.Memory}} {
+		switch r.source {
+		case SourceNode:
+			ratio := r.ratio
+			*r.dst = &ratio
+		case SourceDefault, "":
+		default:
+			return nil, types.Invalid("capacity: %s_ratio_source %q is neither %s nor %s", r.what, r.source, SourceDefault, SourceNode)
+		}
 	}
 	if !types.IsNull(usage) {
 		if n.Usage, err = decodeAmount(usage, "usage"); err != nil {
@@ -351,7 +362,8 @@ func (n *Node) WithHeld(a types.Amounts) *Node {
 }
 
 // Recompute sums the workloads' requests, less what isolation released, and
-// lists the disagreements with the stored usage.
+// lists the disagreements with the stored usage. The record it returns
+// carries that sum, unvalidated.
 func (n *Node) Recompute(ws []*Workload, released types.Amounts) (*Node, []string, error) {
 	sum, err := sumWorkloads(ws)
 	if err != nil {
@@ -368,5 +380,5 @@ func (n *Node) Recompute(ws []*Workload, released types.Amounts) (*Node, []strin
 	}
 	out := *n
 	out.Usage = sum
-	return &out, diffs, out.Validate()
+	return &out, diffs, nil
 }

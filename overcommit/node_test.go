@@ -155,6 +155,7 @@ func TestView(t *testing.T) {
 		CPUMillis: 16000, MemoryBytes: 64 * gib,
 		CPURatio: 4000, MemoryRatio: 1500,
 		SchedulableCPUMillis: 64000, SchedulableMemoryBytes: 96 * gib,
+		CPURatioSource: SourceNode, MemoryRatioSource: SourceDefault, OvercommitVersion: 2,
 	}, n.View(Defaults{CPU: 2000, Memory: 1500}))
 }
 
@@ -220,25 +221,31 @@ func TestNextUsage(t *testing.T) {
 }
 
 func TestRestore(t *testing.T) {
-	defaults := Defaults{CPU: 1000, Memory: 2000}
 	t.Run("capacity and usage are written verbatim, derived figures ignored", func(t *testing.T) {
-		n, err := Restore(json.RawMessage(`{"cpu_millis": 16000, "memory_bytes": 1024, "cpu_ratio": 1000, "memory_ratio": 2000, "schedulable_cpu_millis": 64000}`),
-			json.RawMessage(`{"cpu_millis": 60000, "memory_bytes": 512}`), defaults)
+		n, err := Restore(json.RawMessage(`{"cpu_millis": 16000, "memory_bytes": 1024, "cpu_ratio": 4000, "memory_ratio": 2000, "schedulable_cpu_millis": 64000,
+			"cpu_ratio_source": "DEFAULT", "memory_ratio_source": "DEFAULT", "overcommit_version": 0}`),
+			json.RawMessage(`{"cpu_millis": 60000, "memory_bytes": 512}`))
 		require.NoError(t, err)
 		require.Equal(t, &Node{Capacity: Amount{16000, 1024}, Usage: Amount{60000, 512}}, n)
 	})
-	t.Run("a ratio in effect other than the default comes back as the node's override", func(t *testing.T) {
-		n, err := Restore(json.RawMessage(`{"cpu_millis": 16000, "memory_bytes": 1024, "cpu_ratio": 4000, "memory_ratio": 2000}`), nil, defaults)
+	t.Run("the node's own overrides and their version come back as they were", func(t *testing.T) {
+		n, err := Restore(json.RawMessage(`{"cpu_millis": 16000, "memory_bytes": 1024, "cpu_ratio": 4000, "memory_ratio": 2000,
+			"cpu_ratio_source": "NODE", "memory_ratio_source": "DEFAULT", "overcommit_version": 3}`), nil)
 		require.NoError(t, err)
 		require.Equal(t, Override{CPU: ptr(4000)}, n.Override)
-		require.Equal(t, int64(64000), n.Schedulable(defaults).CPUMillis)
+		require.Equal(t, int64(3), n.Version)
+		require.Equal(t, int64(64000), n.Schedulable(Defaults{CPU: 1000, Memory: 1000}).CPUMillis)
 	})
 	t.Run("an override out of range is refused", func(t *testing.T) {
-		_, err := Restore(json.RawMessage(`{"cpu_millis": 1, "memory_bytes": 2, "cpu_ratio": 0}`), nil, defaults)
+		_, err := Restore(json.RawMessage(`{"cpu_millis": 1, "memory_bytes": 2, "cpu_ratio": 0, "cpu_ratio_source": "NODE"}`), nil)
 		require.ErrorContains(t, err, "cpu ratio 0 is out of range")
 	})
+	t.Run("an unknown source is refused", func(t *testing.T) {
+		_, err := Restore(json.RawMessage(`{"cpu_millis": 1, "memory_bytes": 2, "cpu_ratio": 5, "cpu_ratio_source": "MINE"}`), nil)
+		require.ErrorContains(t, err, `cpu_ratio_source "MINE" is neither DEFAULT nor NODE`)
+	})
 	t.Run("a missing usage is no usage", func(t *testing.T) {
-		n, err := Restore(json.RawMessage(`{"cpu_millis": 1, "memory_bytes": 2}`), nil, defaults)
+		n, err := Restore(json.RawMessage(`{"cpu_millis": 1, "memory_bytes": 2}`), nil)
 		require.NoError(t, err)
 		require.Equal(t, Amount{}, n.Usage)
 	})
@@ -254,7 +261,7 @@ func TestRestore(t *testing.T) {
 		{"a negative usage is refused", `{"cpu_millis": 1, "memory_bytes": 2}`, `{"cpu_millis": -1, "memory_bytes": 0}`, "usage cpu_millis would be -1, below zero"},
 	} {
 		t.Run(c.name, func(t *testing.T) {
-			_, err := Restore(raw(c.capacity), raw(c.usage), defaults)
+			_, err := Restore(raw(c.capacity), raw(c.usage))
 			require.ErrorContains(t, err, c.err)
 			require.Equal(t, types.InvalidArgument, types.ClassOf(err))
 		})

@@ -66,8 +66,8 @@ func (Plugin) SetCapacity(n *Node, resource, request json.RawMessage, delta, inc
 }
 
 // Restore builds a record from set-node-resource-info.
-func (Plugin) Restore(capacity, usage json.RawMessage, env types.Env) (*Node, error) {
-	return Restore(capacity, usage, defaultsOf(env))
+func (Plugin) Restore(capacity, usage json.RawMessage) (*Node, error) {
+	return Restore(capacity, usage)
 }
 
 // NextUsage computes a usage write.

@@ -166,7 +166,8 @@ func TestPluginRecords(t *testing.T) {
 	})
 	t.Run("the view answers the host with the figures in effect, and the usage", func(t *testing.T) {
 		capacity, usage := p.View(n, envWith(t, &Defaults{CPU: 1000, Memory: 2000}))
-		require.JSONEq(t, `{"cpu_millis":16000,"memory_bytes":68719476736,"cpu_ratio":4000,"memory_ratio":2000,"schedulable_cpu_millis":64000,"schedulable_memory_bytes":137438953472}`, asJSON(t, capacity))
+		require.JSONEq(t, `{"cpu_millis":16000,"memory_bytes":68719476736,"cpu_ratio":4000,"memory_ratio":2000,"schedulable_cpu_millis":64000,"schedulable_memory_bytes":137438953472,
+			"cpu_ratio_source":"NODE","memory_ratio_source":"DEFAULT","overcommit_version":2}`, asJSON(t, capacity))
 		require.JSONEq(t, `{"cpu_millis":3000,"memory_bytes":4294967296}`, asJSON(t, usage))
 	})
 	t.Run("the registry sees the usage as amounts and can set it back", func(t *testing.T) {

@@ -30,7 +30,7 @@ func AddNode(request json.RawMessage, info *types.EngineInfo) (*Node, error) {
 	if info != nil {
 		engineTotal = info.StorageTotal
 		if raw := info.Resources["storage"]; len(raw) > 0 && !types.IsNull(json.RawMessage(raw)) {
-			r, err := decodeStored(json.RawMessage(raw), "info.Resources.storage")
+			r, err := decodeStored(json.RawMessage(raw), "info.Resources.storage", report)
 			if err != nil {
 				return nil, err
 			}
@@ -97,7 +97,7 @@ func (n *Node) SetCapacity(resource, request json.RawMessage, delta, incr bool) 
 	}
 	switch {
 	case reqM != nil && isSnapshot(reqM):
-		stored, err := decodeStored(request, "resource_request")
+		stored, err := decodeStored(request, "resource_request", whole)
 		if err != nil {
 			return nil, err
 		}
@@ -121,7 +121,7 @@ func (n *Node) SetCapacity(resource, request json.RawMessage, delta, incr bool) 
 			return nil, err
 		}
 	case resM != nil:
-		stored, err := decodeStored(resource, "resource")
+		stored, err := decodeStored(resource, "resource", shapeFor(delta))
 		if err != nil {
 			return nil, err
 		}
@@ -265,19 +265,28 @@ func (r *Resource) applyAbsolute(q *NodeRequest) error {
 	return nil
 }
 
+// shapeFor is what a stored-form change must carry: all of it when it
+// replaces, any of it when it is a delta.
+func shapeFor(delta bool) storedShape {
+	if delta {
+		return part
+	}
+	return whole
+}
+
 // Restore builds a record from set-node-resource-info's capacity and usage,
 // both in stored form, verbatim.
 func Restore(capacity, usage json.RawMessage) (*Node, error) {
 	if types.IsNull(capacity) {
 		return nil, errInvalid("capacity: missing")
 	}
-	c, err := decodeStored(capacity, "capacity")
+	c, err := decodeStored(capacity, "capacity", whole)
 	if err != nil {
 		return nil, err
 	}
 	n := &Node{Capacity: c}
 	if !types.IsNull(usage) {
-		u, err := decodeStored(usage, "usage")
+		u, err := decodeStored(usage, "usage", whole)
 		if err != nil {
 			return nil, err
 		}
@@ -304,7 +313,7 @@ func (n *Node) NextUsage(resource, request, workloads json.RawMessage, delta, in
 	var change Resource
 	switch {
 	case reqM != nil && isSnapshot(reqM):
-		if change, err = decodeStored(request, "resource_request"); err != nil {
+		if change, err = decodeStored(request, "resource_request", whole); err != nil {
 			return nil, err
 		}
 	case reqM != nil:
@@ -320,7 +329,7 @@ func (n *Node) NextUsage(resource, request, workloads json.RawMessage, delta, in
 		if _, err := types.DecodeObject(resource, "resource"); err != nil {
 			return nil, err
 		}
-		if change, err = decodeStored(resource, "resource"); err != nil {
+		if change, err = decodeStored(resource, "resource", shapeFor(delta)); err != nil {
 			return nil, err
 		}
 	default:

@@ -297,7 +297,7 @@ func resourceFromAmounts(a types.Amounts, capacity *Resource) Resource {
 
 // LedgerView renders released amounts in stored form, leaving out devices
 // that released nothing.
-func LedgerView(a types.Amounts) Resource {
+func LedgerView(a types.Amounts) Released {
 	r := resourceFromAmounts(a, nil)
 	for dev, v := range r.Volumes {
 		if v == 0 {
@@ -305,7 +305,15 @@ func LedgerView(a types.Amounts) Resource {
 		}
 	}
 	r.Disks = slices.DeleteFunc(r.Disks, func(d Disk) bool { return d.Quota().IsZero() })
-	return r
+	return Released{Volumes: r.Volumes, Disks: r.Disks, Storage: r.Storage}
+}
+
+// Released is what isolation released, as `nodes get` shows it: only the
+// devices that held something.
+type Released struct {
+	Volumes map[string]int64 `json:"volumes,omitempty"`
+	Disks   []Disk           `json:"disks,omitempty"`
+	Storage int64            `json:"storage"`
 }
 
 // coveringDisk returns the index of the disk with the mount that is the

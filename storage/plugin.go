@@ -69,7 +69,7 @@ func (Plugin) SetCapacity(n *Node, resource, request json.RawMessage, delta, inc
 }
 
 // Restore builds a record verbatim.
-func (Plugin) Restore(capacity, usage json.RawMessage, _ types.Env) (*Node, error) {
+func (Plugin) Restore(capacity, usage json.RawMessage) (*Node, error) {
 	return Restore(capacity, usage)
 }
 
@@ -78,7 +78,9 @@ func (Plugin) NextUsage(n *Node, resource, request, workloads json.RawMessage, d
 	return n.NextUsage(resource, request, workloads, delta, incr)
 }
 
-// Recompute sums the workloads' usage and lists the disagreements.
+// Recompute sums the workloads' usage and lists the disagreements; the
+// record it returns carries that sum as usage, unvalidated (Settle checks it
+// before a fix writes it).
 func (Plugin) Recompute(n *Node, workloads json.RawMessage, released types.Amounts) (*Node, []string, error) {
 	list, err := DecodeWorkloads(workloads)
 	if err != nil {
@@ -91,10 +93,8 @@ func (Plugin) Recompute(n *Node, workloads json.RawMessage, released types.Amoun
 	if len(diffs) == 0 {
 		return n, diffs, nil
 	}
-	fixed, err := n.WithUsage(computed)
-	if err != nil {
-		return nil, nil, err
-	}
+	fixed := n.Clone()
+	fixed.Usage = computed
 	return fixed, diffs, nil
 }
 

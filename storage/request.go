@@ -259,8 +259,38 @@ func isNumber(raw json.RawMessage) bool {
 	return json.Unmarshal(raw, &n) == nil
 }
 
-// decodeStored reads a resource in stored form, strictly.
-func decodeStored(raw json.RawMessage, what string) (Resource, error) {
+// storedShape says how much of the stored form a value must carry.
+type storedShape int
+
+const (
+	// whole: all of volumes, disks and storage, nothing else — it replaces
+	// what is stored, so a key left out or misspelt would wipe something.
+	whole storedShape = iota
+	// part: any of them, nothing else — it is added or subtracted.
+	part
+	// report: an engine's report; it supplies what it has, and keys it has
+	// besides are its own business.
+	report
+)
+
+// decodeStored reads a resource in stored form.
+func decodeStored(raw json.RawMessage, what string, shape storedShape) (Resource, error) {
+	m, err := types.DecodeObject(raw, what)
+	if err != nil {
+		return Resource{}, err
+	}
+	if shape != report {
+		if err := types.RefuseUnknown(m, what+" (stored form)", "volumes", "disks", "storage"); err != nil {
+			return Resource{}, err
+		}
+	}
+	if shape == whole {
+		for _, k := range []string{"volumes", "disks", "storage"} {
+			if _, ok := m[k]; !ok {
+				return Resource{}, errInvalid("%s: a stored storage resource replacing the node's needs %q (it has volumes, disks and storage)", what, k)
+			}
+		}
+	}
 	var r Resource
 	dec := json.NewDecoder(bytes.NewReader(raw))
 	if err := dec.Decode(&r); err != nil {

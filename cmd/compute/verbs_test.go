@@ -21,7 +21,7 @@ func TestAddNode(t *testing.T) {
 		t.Run("the answer is the host with the figures in effect, and no usage", func(t *testing.T) {
 			raw := env.Call(t, bin, "add-node", obj{"nodename": "n1", "resource": obj{"cpu": "1.5", "memory": "64G"}}, nil)
 			require.JSONEq(t, `{"capacity": {"cpu_millis": 1500, "memory_bytes": 68719476736, "cpu_ratio": 1000, "memory_ratio": 1000,
-				"schedulable_cpu_millis": 1500, "schedulable_memory_bytes": 68719476736},
+				"schedulable_cpu_millis": 1500, "schedulable_memory_bytes": 68719476736, "cpu_ratio_source": "DEFAULT", "memory_ratio_source": "DEFAULT", "overcommit_version": 0},
 				"usage": {"cpu_millis": 0, "memory_bytes": 0}}`, string(raw))
 		})
 		t.Run("the record is stored in its own shape and the node is registered", func(t *testing.T) {
@@ -166,7 +166,7 @@ func TestGetNodeResourceInfo(t *testing.T) {
 			unchanged(t, env, func() {
 				raw := env.Call(t, bin, "get-node-resource-info", obj{"nodename": "n1", "workloads_resource": held}, nil)
 				require.JSONEq(t, `{"capacity": {"cpu_millis": 16000, "memory_bytes": 68719476736, "cpu_ratio": 1000, "memory_ratio": 1000,
-					"schedulable_cpu_millis": 16000, "schedulable_memory_bytes": 68719476736},
+					"schedulable_cpu_millis": 16000, "schedulable_memory_bytes": 68719476736, "cpu_ratio_source": "DEFAULT", "memory_ratio_source": "DEFAULT", "overcommit_version": 0},
 					"usage": {"cpu_millis": 2000, "memory_bytes": 2147483648}, "diffs": []}`, string(raw))
 			})
 		})

@@ -221,6 +221,12 @@ func (e *Engine[N, W]) write(ctx context.Context, node string, fn func(v *nodeVi
 			return err
 		}
 		if !bytes.Equal(regAfter, regBefore) {
+			if string(regBefore) != "null" { // changed, not created: a new version
+				v.reg.Touch(e.now())
+				if regAfter, err = json.Marshal(v.reg); err != nil {
+					return err
+				}
+			}
 			tx.Put(nodes.RegistrationKey(node), regAfter)
 		}
 		return nil
@@ -279,6 +285,7 @@ func (e *Engine[N, W]) removeNode(ctx context.Context, req *types.Request) (any,
 		}
 		if len(v.reg.Ledger(e.Res.Name())) > 0 {
 			v.reg.Forget(e.Res.Name())
+			v.reg.Touch(e.now())
 			data, err := json.Marshal(v.reg)
 			if err != nil {
 				return err
@@ -303,8 +310,8 @@ func (e *Engine[N, W]) setCapacity(ctx context.Context, req *types.Request) (any
 }
 
 func (e *Engine[N, W]) setInfo(ctx context.Context, req *types.Request) (any, error) {
-	return e.write(ctx, req.Nodename, func(v *nodeView[N], env Env) (N, any, error) {
-		rec, err := e.Res.Restore(req.Capacity, req.Usage, env)
+	return e.write(ctx, req.Nodename, func(v *nodeView[N], _ Env) (N, any, error) {
+		rec, err := e.Res.Restore(req.Capacity, req.Usage)
 		if err != nil {
 			return v.rec, nil, err
 		}
@@ -323,11 +330,20 @@ func (e *Engine[N, W]) setUsage(ctx context.Context, req *types.Request) (any, e
 		if err != nil {
 			return v.rec, nil, err
 		}
-		held, _, err := v.reg.Absorb(e.Res.Name(), e.Res.Held(v.rec), e.Res.Held(next))
-		if err != nil {
+		// A delta is core adding or removing workloads: decreases draw on
+		// the isolation ledger first. An absolute write (core replaying a
+		// before, a reset) lands verbatim; either way an isolated node
+		// takes no growth.
+		if req.Delta {
+			held, _, err := v.reg.Absorb(e.Res.Name(), e.Res.Held(v.rec), e.Res.Held(next))
+			if err != nil {
+				return v.rec, nil, err
+			}
+			next = e.Res.WithHeld(next, held)
+		} else if err := v.reg.RefuseGrowth(e.Res.Held(v.rec), e.Res.Held(next)); err != nil {
 			return v.rec, nil, err
 		}
-		if next, err = e.Res.Settle(e.Res.WithHeld(next, held)); err != nil {
+		if next, err = e.Res.Settle(next); err != nil {
 			return v.rec, nil, err
 		}
 		_, before := e.Res.View(v.rec, env)
@@ -373,7 +389,9 @@ func (e *Engine[N, W]) info(ctx context.Context, req *types.Request, fix bool) (
 		}
 		next := v.rec
 		if len(diffs) > 0 && !v.reg.Isolated {
-			next = fixed
+			if next, err = e.Res.Settle(fixed); err != nil {
+				return v.rec, nil, types.Wrap(types.FailedPrecondition, err, "the workloads' usage cannot be written")
+			}
 		}
 		capacity, usage := e.Res.View(next, env)
 		return next, types.NodeResourceInfo{Capacity: capacity, Usage: usage, Diffs: diffs}, nil

@@ -54,12 +54,13 @@ type Resource[N any, W any] interface {
 	SetCapacity(n N, resource, request json.RawMessage, delta, incr bool) (N, error)
 	// Restore builds a record from set-node-resource-info: what
 	// get-node-resource-info answered, replayed to undo a remove-node.
-	Restore(capacity, usage json.RawMessage, env Env) (N, error)
+	Restore(capacity, usage json.RawMessage) (N, error)
 	// NextUsage computes a usage write without validating it: the registry
 	// may still absorb decreases into its ledger, then Settle validates.
 	NextUsage(n N, resource, request, workloads json.RawMessage, delta, incr bool) (N, error)
 	// Recompute sums the workloads' usage, less what the isolation ledger
-	// released: the record with that usage and the disagreements with what
+	// released: the record with that usage (not validated: reporting diffs
+	// must work whatever the workloads hold) and the disagreements with what
 	// is stored.
 	Recompute(n N, workloads json.RawMessage, released types.Amounts) (N, []string, error)
 

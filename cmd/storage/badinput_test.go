@@ -56,6 +56,10 @@ func TestBadInputIsRefusedAndWritesNothing(t *testing.T) {
 		{"usage driven negative", "set-node-resource-usage", obj{"nodename": "n1", "resource_request": obj{"storage": "1G"}, "delta": true, "incr": false}, "out of range"},
 		{"a disk quota usage above capacity", "set-node-resource-usage", obj{"nodename": "n1", "resource_request": obj{"disks": []string{"/dev/vda:/:5000:0:0:0"}}, "delta": true, "incr": true}, "above its capacity"},
 		{"a restored usage above capacity", "set-node-resource-info", obj{"nodename": "n1", "capacity": obj{"volumes": obj{"/data0": 1}, "disks": []obj{}, "storage": 1}, "usage": obj{"volumes": obj{"/data0": 2}, "disks": []obj{}, "storage": 0}}, "above its capacity"},
+		{"a stored capacity with a misspelt key", "set-node-resource-capacity", obj{"nodename": "n1", "resource": obj{"volume": []string{"/data0:1T"}}, "delta": false}, `unknown key "volume"`},
+		{"a stored capacity missing a key it would wipe", "set-node-resource-capacity", obj{"nodename": "n1", "resource": obj{"storage": 5}, "delta": false}, `needs "volumes"`},
+		{"a stored usage of another plugin's shape", "set-node-resource-usage", obj{"nodename": "n1", "resource": obj{"cpu": 1}, "delta": false}, `unknown key "cpu"`},
+		{"a restored capacity of another plugin's shape", "set-node-resource-info", obj{"nodename": "n1", "capacity": obj{"cpu_millis": 4000, "memory_bytes": 1}, "usage": obj{"cpu_millis": 0, "memory_bytes": 0}}, `unknown key "cpu_millis"`},
 		{"a workload resource that is not an object", "calculate-realloc", obj{"nodename": "n1", "workload_resource": []int{1}, "workload_resource_request": obj{}}, "invalid_argument: workload resource"},
 		{"workloads that are not a list", "get-node-resource-info", obj{"nodename": "n1", "workloads_resource": obj{"a": 1}}, "workloads_resource: want a list"},
 	}

@@ -273,6 +273,18 @@ func TestGetNodeResourceInfoAndFix(t *testing.T) {
 				"disk /dev/vda read_IOPS: stored usage 0, workloads hold 10",
 			}, got.Diffs)
 		})
+		t.Run("workloads holding more than the node can are reported, and fix refuses to write them", func(t *testing.T) {
+			impossible := []json.RawMessage{
+				json.RawMessage(`{"volume_plan_request": {"AUTO:/x:rw:1:0:0:0:0": {"/gone": 1073741824}}, "storage_request": 8000000000000000}`),
+			}
+			got := info(t, env, "n1", impossible...)
+			require.Contains(t, got.Diffs, "volume /gone: stored usage 0, workloads hold 1073741824")
+			require.Contains(t, got.Diffs, "storage: stored usage 1073741824, workloads hold 8000000000000000")
+			before := env.Dump(t)
+			line := env.Fail(t, "storage", "fix-node-resource", obj{"nodename": "n1", "workloads_resource": impossible})
+			require.Contains(t, line, "node n1: failed_precondition: the workloads' usage cannot be written: ")
+			require.Equal(t, before, env.Dump(t))
+		})
 		t.Run("fix writes the workloads' usage and reports what it fixed", func(t *testing.T) {
 			var fixed nodeInfo
 			env.Call(t, "storage", "fix-node-resource", obj{"nodename": "n1", "workloads_resource": d.WorkloadsResource}, &fixed)
