@@ -84,26 +84,3 @@ func wait(ctx context.Context, d time.Duration) error {
 		return nil
 	}
 }
-
-// Clock is a settable clock for code that takes a func() time.Time.
-type Clock struct {
-	mu  sync.Mutex
-	now time.Time
-}
-
-// NewClock starts a clock at t.
-func NewClock(t time.Time) *Clock { return &Clock{now: t} }
-
-// Now reads the clock.
-func (c *Clock) Now() time.Time {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	return c.now
-}
-
-// Advance moves the clock forward.
-func (c *Clock) Advance(d time.Duration) {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	c.now = c.now.Add(d)
-}

@@ -126,11 +126,7 @@ func (r *Registry) change(ctx context.Context, node string, cmd Command, decide 
 		if err != nil {
 			return nil, err
 		}
-		holds, err := st.holdsUsage(r.Plugins, shared)
-		if err != nil {
-			return nil, err
-		}
-		changed, err := decide(st, holds, before.Status)
+		changed, err := decide(st, st.holds, before.Status)
 		if err != nil {
 			return nil, err
 		}

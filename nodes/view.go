@@ -4,7 +4,6 @@ import (
 	"encoding/json"
 	"time"
 
-	"github.com/eru-extend/resources/store"
 	"github.com/eru-extend/resources/types"
 )
 
@@ -68,6 +67,7 @@ type nodeState struct {
 	reg     *Registration
 	session *Session
 	records map[string][]byte // plugin name -> record
+	holds   bool              // some plugin records usage (set by view)
 }
 
 // decodeRegistration reads a stored registration.
@@ -104,8 +104,8 @@ func readState(node string, get func(string) ([]byte, bool), plugins []Plugin) (
 	return st, nil
 }
 
-// view renders a node's state; it also reports whether any plugin holds
-// usage on the node.
+// view renders a node's state, and notes in st.holds whether any plugin
+// records usage on the node.
 func (st *nodeState) view(plugins []Plugin, shared map[string][]byte, p Policy) (*View, error) {
 	reg := st.reg
 	live := st.session != nil
@@ -151,26 +151,9 @@ func (st *nodeState) view(plugins []Plugin, shared map[string][]byte, p Policy) 
 			holds = true
 		}
 	}
+	st.holds = holds
 	v.Status = reg.Status(live, holds, p)
 	return v, nil
-}
-
-// holdsUsage reports whether any plugin records usage on the node.
-func (st *nodeState) holdsUsage(plugins []Plugin, shared map[string][]byte) (bool, error) {
-	for _, pl := range plugins {
-		data, ok := st.records[pl.Name()]
-		if !ok {
-			continue
-		}
-		_, _, held, err := pl.Summary(data, shared)
-		if err != nil {
-			return false, err
-		}
-		if !held.IsZero() {
-			return true, nil
-		}
-	}
-	return false, nil
 }
 
 // sharedOf collects the plugins' shared keys from a snapshot.
@@ -185,6 +168,3 @@ func sharedOf(plugins []Plugin, get func(string) ([]byte, bool)) map[string][]by
 	}
 	return out
 }
-
-// snapshotGetter adapts a snapshot to a getter.
-func snapshotGetter(s *store.Snapshot) func(string) ([]byte, bool) { return s.Get }

@@ -29,9 +29,6 @@ func (t *Tx) Get(key string) ([]byte, bool) {
 	return t.snap.Get(key)
 }
 
-// Snapshot is what the transaction read.
-func (t *Tx) Snapshot() *Snapshot { return t.snap }
-
 // Put writes key.
 func (t *Tx) Put(key string, value []byte) { t.set(Op{Key: key, Value: value}) }
 
