@@ -10,7 +10,7 @@ build:
 	$(GO) build -trimpath -ldflags '-s -w' -o $(BIN)/ ./cmd/storage ./cmd/compute
 
 demo: build
-	$(GO) run ./cmd/demo -bin $(BIN)
+	$(GO) run ./tools/demo -bin $(BIN)
 
 lint:
 	@out="$$(gofmt -l $$(git ls-files '*.go' 2>/dev/null || find . -name '*.go'))"; \
@@ -42,8 +42,8 @@ test: lint unit conformance fuzz-short
 # a real etcd (needs Debian's etcd-server and etcd-client). See BENCHMARKS.md.
 BENCHRUNS ?= 15
 bench: build
-	$(GO) test -run '^$$' -bench . -benchmem ./storage/ ./overcommit/ ./cmd/...
-	$(GO) run ./cmd/bench -bin $(BIN) -runs $(BENCHRUNS)
+	$(GO) test -run '^$$' -bench . -benchmem ./storage/ ./overcommit/ ./cmd/... ./engine/
+	$(GO) run ./tools/bench -bin $(BIN) -runs $(BENCHRUNS)
 
 clean:
 	rm -rf $(BIN)

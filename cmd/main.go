@@ -19,7 +19,7 @@ import (
 	"github.com/urfave/cli/v2"
 
 	"github.com/eru-extend/resources/cmd/config"
-	"github.com/eru-extend/resources/cmd/plugin"
+	"github.com/eru-extend/resources/engine"
 	"github.com/eru-extend/resources/nodes"
 	"github.com/eru-extend/resources/overcommit"
 	"github.com/eru-extend/resources/storage"
@@ -87,7 +87,7 @@ func (r *runner) app() *cli.App {
 func quietUsage(c *cli.Command, parent string) {
 	name := strings.TrimSpace(parent + " " + c.Name)
 	c.OnUsageError = func(_ *cli.Context, err error, _ bool) error {
-		if parent == "" && slices.Contains(plugin.Verbs, c.Name) {
+		if parent == "" && slices.Contains(engine.Verbs, c.Name) {
 			return verbError{verb: c.Name, err: types.Invalid("%s", err.Error())}
 		}
 		return commandError{command: name, err: types.Invalid("%s", err.Error())}
@@ -138,7 +138,7 @@ func (o *opener) close() {
 // plugins are every resource plugin of the cluster, as the registry sees
 // them.
 func plugins() []nodes.Plugin {
-	return []nodes.Plugin{plugin.Registered(storage.Plugin{}), plugin.Registered(overcommit.Plugin{})}
+	return []nodes.Plugin{engine.Registered(storage.Plugin{}), engine.Registered(overcommit.Plugin{})}
 }
 
 func policy(cfg *config.Config) nodes.Policy {
@@ -153,11 +153,11 @@ type caller interface {
 func (r *runner) engine(cfg *config.Config, open func(context.Context, bool) (store.Store, error)) (caller, error) {
 	switch r.name {
 	case "storage":
-		return &plugin.Engine[*storage.Node, *storage.WorkloadRequest]{
+		return &engine.Engine[*storage.Node, *storage.WorkloadRequest]{
 			Res: storage.Plugin{}, Open: open, Plugins: plugins(), Policy: policy(cfg), MaxDeploy: cfg.Scheduler.MaxDeployCount,
 		}, nil
 	case "compute":
-		return &plugin.Engine[*overcommit.Node, *overcommit.WorkloadRequest]{
+		return &engine.Engine[*overcommit.Node, *overcommit.WorkloadRequest]{
 			Res: overcommit.Plugin{}, Open: open, Plugins: plugins(), Policy: policy(cfg), MaxDeploy: cfg.Scheduler.MaxDeployCount,
 		}, nil
 	}

@@ -14,7 +14,7 @@ import (
 	"github.com/urfave/cli/v2"
 
 	"github.com/eru-extend/resources/cmd/config"
-	"github.com/eru-extend/resources/cmd/plugin"
+	"github.com/eru-extend/resources/engine"
 	"github.com/eru-extend/resources/types"
 )
 
@@ -43,8 +43,8 @@ var verbUsage = map[string]string{
 }
 
 func (r *runner) verbCommands() []*cli.Command {
-	out := make([]*cli.Command, 0, len(plugin.Verbs))
-	for _, verb := range plugin.Verbs {
+	out := make([]*cli.Command, 0, len(engine.Verbs))
+	for _, verb := range engine.Verbs {
 		out = append(out, &cli.Command{
 			Name:      verb,
 			Usage:     verbUsage[verb],

@@ -5,7 +5,7 @@ import (
 
 	"github.com/stretchr/testify/require"
 
-	"github.com/eru-extend/resources/cmd/internal/testenv"
+	"github.com/eru-extend/resources/tests/testenv"
 )
 
 func TestDrainedNodeTakesNoNewCompute(t *testing.T) {

@@ -23,7 +23,7 @@ import (
 	"go.etcd.io/etcd/server/v3/embed"
 	"go.uber.org/zap"
 
-	"github.com/eru-extend/resources/cmd/internal/testenv"
+	"github.com/eru-extend/resources/tests/testenv"
 )
 
 // authority is a certificate authority made for one test.

@@ -4,7 +4,7 @@
 // of a trivial binary, and one etcdctl range read of the same keys. It
 // prints a Markdown table of medians, peak RSS and the ratios to the floors.
 //
-//	go run ./cmd/bench -bin ./bin -runs 15
+//	go run ./tools/bench -bin ./bin -runs 15
 package main
 
 import (

@@ -41,7 +41,7 @@ var (
 // Root is the module's root folder.
 func Root() string {
 	_, file, _, _ := runtime.Caller(0)
-	return filepath.Clean(filepath.Join(filepath.Dir(file), "..", "..", ".."))
+	return filepath.Clean(filepath.Join(filepath.Dir(file), "..", ".."))
 }
 
 // Bin returns the path of a freshly built plugin binary (storage or

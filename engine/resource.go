@@ -6,7 +6,7 @@
 //
 // A resource (storage, compute) implements Resource; nothing in it knows of
 // the store, the registry or JSON on stdin.
-package plugin
+package engine
 
 import (
 	"encoding/json"

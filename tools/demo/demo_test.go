@@ -7,7 +7,7 @@ import (
 
 	"github.com/stretchr/testify/require"
 
-	"github.com/eru-extend/resources/cmd/internal/testenv"
+	"github.com/eru-extend/resources/tests/testenv"
 )
 
 // TestDemoRunsToTheEnd runs `make demo`'s walk on freshly built binaries:

@@ -14,7 +14,7 @@ import (
 
 	"github.com/stretchr/testify/require"
 
-	"github.com/eru-extend/resources/cmd/internal/testenv"
+	"github.com/eru-extend/resources/tests/testenv"
 )
 
 const gib int64 = 1 << 30

@@ -4,7 +4,7 @@
 // usage, realloc up and down, read diffs and fix them, metrics, overcommit,
 // and drain and retire a node.
 //
-//	go run ./cmd/demo -bin ./bin
+//	go run ./tools/demo -bin ./bin
 package main
 
 import (

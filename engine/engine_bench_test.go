@@ -1,4 +1,4 @@
-package plugin_test
+package engine_test
 
 import (
 	"context"
@@ -10,7 +10,7 @@ import (
 
 	"github.com/stretchr/testify/require"
 
-	"github.com/eru-extend/resources/cmd/plugin"
+	"github.com/eru-extend/resources/engine"
 	"github.com/eru-extend/resources/nodes"
 	"github.com/eru-extend/resources/overcommit"
 	"github.com/eru-extend/resources/storage"
@@ -50,11 +50,11 @@ func seed(b *testing.B, n int) (store.Store, []string) {
 	return s, names
 }
 
-func engine(s store.Store) *plugin.Engine[*storage.Node, *storage.WorkloadRequest] {
-	return &plugin.Engine[*storage.Node, *storage.WorkloadRequest]{
+func newEngine(s store.Store) *engine.Engine[*storage.Node, *storage.WorkloadRequest] {
+	return &engine.Engine[*storage.Node, *storage.WorkloadRequest]{
 		Res:       storage.Plugin{},
 		Open:      func(context.Context, bool) (store.Store, error) { return s, nil },
-		Plugins:   []nodes.Plugin{plugin.Registered(storage.Plugin{}), plugin.Registered(overcommit.Plugin{})},
+		Plugins:   []nodes.Plugin{engine.Registered(storage.Plugin{}), engine.Registered(overcommit.Plugin{})},
 		MaxDeploy: 10000,
 	}
 }
@@ -71,7 +71,7 @@ func BenchmarkDeployCapacity(b *testing.B) {
 	for _, n := range []int{10, 100, 1000, 10000} {
 		b.Run(fmt.Sprintf("%d nodes", n), func(b *testing.B) {
 			s, names := seed(b, n)
-			e := engine(s)
+			e := newEngine(s)
 			req := &types.Request{Nodenames: names, WorkloadResource: raw(b, map[string]any{"volumes": []string{"AUTO:/data:rw:100G"}})}
 			b.ReportAllocs()
 			b.ResetTimer()
@@ -89,7 +89,7 @@ func BenchmarkMetrics(b *testing.B) {
 	for _, n := range []int{100, 10000} {
 		b.Run(fmt.Sprintf("%d nodes", n), func(b *testing.B) {
 			s, names := seed(b, n)
-			e := engine(s)
+			e := newEngine(s)
 			refs := make([]types.NodeRef, n)
 			for i, name := range names {
 				refs[i] = types.NodeRef{Podname: "pod", Nodename: name}
@@ -133,7 +133,7 @@ func busyNode(b *testing.B) (store.Store, *storage.Node) {
 // a busy node.
 func BenchmarkCalculateDeployBusyNode(b *testing.B) {
 	s, _ := busyNode(b)
-	e := engine(s)
+	e := newEngine(s)
 	req := &types.Request{Nodename: "busy", DeployCount: 100, WorkloadResourceRequest: raw(b, map[string]any{
 		"volumes": []string{"AUTO:/a:rw:10G:10:10:0:0", "AUTO:/b:rw:20G", "AUTO:/u:rw:0", "/var/log:/log:rw:0:5:5:0:0"},
 	})}
@@ -148,7 +148,7 @@ func BenchmarkCalculateDeployBusyNode(b *testing.B) {
 // on the busy node and adds a new one.
 func BenchmarkCalculateReallocBusyNode(b *testing.B) {
 	s, _ := busyNode(b)
-	e := engine(s)
+	e := newEngine(s)
 	out, err := e.Call(context.Background(), "calculate-deploy", &types.Request{Nodename: "busy", DeployCount: 1, WorkloadResourceRequest: raw(b, map[string]any{
 		"volumes": []string{"AUTO:/a:rw:10G", "AUTO:/m:mrw:100G"},
 	})})

@@ -6,7 +6,7 @@ import (
 
 	"github.com/stretchr/testify/require"
 
-	"github.com/eru-extend/resources/cmd/internal/testenv"
+	"github.com/eru-extend/resources/tests/testenv"
 )
 
 // TestSlowEtcdFailsWithinTheCallTimeoutAndWritesNothing puts a proxy that
