@@ -9,8 +9,8 @@ import (
 
 	"github.com/stretchr/testify/require"
 
-	"github.com/eru-extend/resources/tests/testenv"
 	"github.com/eru-extend/resources/store/boltstore"
+	"github.com/eru-extend/resources/tests/testenv"
 )
 
 // TestEmbeddedStoreServesManyProcessesAtOnce: on a host without etcd,

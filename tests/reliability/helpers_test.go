@@ -23,9 +23,9 @@ import (
 	"go.etcd.io/etcd/server/v3/embed"
 	"gopkg.in/yaml.v3"
 
-	"github.com/eru-extend/resources/tests/testenv"
 	"github.com/eru-extend/resources/engine"
 	"github.com/eru-extend/resources/store/storetest"
+	"github.com/eru-extend/resources/tests/testenv"
 )
 
 // obj is a JSON object literal.
