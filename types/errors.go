@@ -21,6 +21,15 @@ const (
 	AlreadyExists      Class = "already_exists"
 	Unavailable        Class = "unavailable"
 	ResourceExhausted  Class = "resource_exhausted"
+	PermissionDenied   Class = "permission_denied"
+	Unauthenticated    Class = "unauthenticated"
+	DataLoss           Class = "data_loss"
+	DeadlineExceeded   Class = "deadline_exceeded"
+	// OutcomeUnknown is a write that may have landed: its request may have
+	// reached the store and its answer did not come back, and resolving it
+	// did not fit in the call's budget. It is printed as
+	// "unavailable: outcome unknown: ..." and is never retried blindly.
+	OutcomeUnknown Class = "unavailable: outcome unknown"
 )
 
 // ExitCode is the status an operator command exits with for this class.
@@ -41,6 +50,16 @@ func (c Class) ExitCode() int {
 		return 7
 	case ResourceExhausted:
 		return 8
+	case PermissionDenied:
+		return 9
+	case Unauthenticated:
+		return 10
+	case DataLoss:
+		return 11
+	case DeadlineExceeded:
+		return 12
+	case OutcomeUnknown:
+		return 13
 	default:
 		return 1
 	}
