@@ -49,7 +49,11 @@ func TestBorrowingReproducesKubernetesBandsWithinOneAdjustmentPeriod(t *testing.
 		{"when borrowing limits the division", [2]int{50, 67}, [2]int{33, 50}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			for seed := range 20 {
+			seeds := 20
+			if testing.Short() {
+				seeds = 5
+			}
+			for seed := range seeds {
 				cfg := twoLevelConfig(24, tc.lend, tc.borrow)
 				s := newSim(t, cfg)
 				clients := []*simClient{

@@ -271,6 +271,12 @@ func (c *Controller) applyLocked(cfg Config) {
 		}
 		c.m.forgetLevel(name)
 	}
+	for _, s := range cfg.Schemas {
+		// Start every schema's gauges at 0, so dashboards see them before use.
+		c.m.waiting.WithLabelValues(s.Level, s.Name)
+		c.m.executing.WithLabelValues(s.Level, s.Name)
+		c.m.seatsInUse.WithLabelValues(s.Level, s.Name)
+	}
 	c.schemas = slices.Clone(cfg.Schemas)
 	slices.SortStableFunc(c.schemas, func(a, b Schema) int { return a.Precedence - b.Precedence })
 	c.adjustLocked()
