@@ -73,7 +73,12 @@ func cmpFloat(a, b float64) int {
 	return 0
 }
 
-// disjointHashes draws one hash per flow such that no two hands share a queue.
+// disjointHashes draws one hash per flow such that no two hands share a
+// queue. Fair queuing is fair between queues: two flows dealt the same queue
+// share that queue's part, so the max-min fair share per flow is defined only
+// for flows whose hands are apart (which shuffle sharding makes the common
+// case). The seed varies the hands, and with them the queues' positions in
+// the round-robin scan, and the start times within the stagger.
 func disjointHashes(t *testing.T, rng *rand.Rand, cfg Config, n int) []uint64 {
 	d, err := shufflesharding.NewDealer(cfg.Queues, cfg.HandSize)
 	require.NoError(t, err)
