@@ -55,7 +55,7 @@ type Request struct {
 	Command string // operator command, e.g. nodes drain
 	Pod     string // the pod (or, for verbs with only a node, the node)
 	Caller  string // the peer: uid+parent pid on the socket, certificate CN or address over HTTP
-	Width   int    // seats the request occupies; 0 means 1
+	Width   int    // seats the request occupies: 0 means 1, at most server_concurrency
 }
 
 // RejectedError is a request flow control turned away.
@@ -486,7 +486,7 @@ func (c *Controller) start(r Request, deadline time.Time, hasDeadline bool, noti
 	}
 	l := c.levels[s.Level]
 	now := c.clk.Now()
-	t = &Ticket{c: c, lvl: l, level: s.Level, schema: s.Name, width: max(r.Width, 1), arrived: now, notify: notify}
+	t = &Ticket{c: c, lvl: l, level: s.Level, schema: s.Name, width: min(max(r.Width, 1), c.serverCL), arrived: now, notify: notify}
 	if l.exempt {
 		l.inUse += t.width
 		l.demand.Set(float64(l.inUse))
