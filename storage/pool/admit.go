@@ -50,7 +50,10 @@ type Write struct {
 	// existing object). Each must be in Before or in Others.
 	Attaching []string
 	// Others are the records of the nodes an attached object comes from,
-	// by node.
+	// by node. For an absolute write, they must include every record that
+	// has an object of the change absent from Before, so that a restore
+	// neither duplicates an object nor takes one from under another
+	// node's workload.
 	Others map[string]Objects
 	// Pools are the records of every pool the change and the objects it
 	// touches live in or move to.
@@ -318,9 +321,19 @@ func (w Write) holder(others map[string]Objects, id string) string {
 func (w Write) attach(after Objects, others map[string]Objects, id string, amt Amount) error {
 	from := w.holder(others, id)
 	if from == "" {
+		if w.Restore && amt.Bytes > 0 {
+			// A restore recreates an object that exists nowhere.
+			after[id] = Object{Pool: amt.Pool, Bytes: amt.Bytes, Held: true}
+			return nil
+		}
 		return types.Errorf(types.NotFound, "object %s does not exist", id)
 	}
 	obj := others[from][id]
+	if w.Restore && obj.Held {
+		// Another node's workload holds it now: a restore leaves it
+		// there rather than take it from under that workload.
+		return nil
+	}
 	if !w.Restore {
 		if err := CheckAttach(id, obj, from, w.Isolated, w.Reach, w.Pools[obj.Pool]); err != nil {
 			return err

@@ -279,6 +279,35 @@ func TestAttach(t *testing.T) {
 		require.Empty(t, out.Deltas)
 		w.requireNoDrift(t)
 	})
+	t.Run("a restore naming an object another node's workload holds leaves it there", func(t *testing.T) {
+		w := start()
+		_, err := attach(w, "n2", 100*gib)
+		require.NoError(t, err)
+		out, err := w.usage("n1", abs(map[string]Amount{obj: {"ceph-a", 100 * gib}}), true, nil, "n2")
+		require.NoError(t, err)
+		require.Empty(t, out.After)
+		require.True(t, w.nodes["n2"][obj].Held)
+		require.Empty(t, out.Deltas)
+		w.requireNoDrift(t)
+	})
+	t.Run("a restore of an unheld object found on another node takes it back", func(t *testing.T) {
+		w := start()
+		w.isolated["n1"] = false
+		out, err := w.usage("n2", abs(map[string]Amount{obj: {"ceph-a", 100 * gib}}), true, nil, "n1")
+		require.NoError(t, err)
+		require.True(t, out.After[obj].Held)
+		require.Empty(t, w.nodes["n1"])
+		w.requireNoDrift(t)
+	})
+	t.Run("a restore of an attach whose object exists nowhere recreates it and reserves it again", func(t *testing.T) {
+		w := start()
+		w.nodes["n1"] = Objects{}
+		w.pools["ceph-a"].Reserved, w.pools["ceph-a"].Objects = 0, 0
+		out, err := w.usage("n2", abs(map[string]Amount{obj: {"ceph-a", 100 * gib}}), true, []string{obj}, "n1")
+		require.NoError(t, err)
+		require.Equal(t, map[string]Delta{"ceph-a": {100 * gib, 1}}, out.Deltas)
+		w.requireNoDrift(t)
+	})
 	refusals := []struct {
 		name  string
 		setup func(w *world)
