@@ -51,3 +51,45 @@ func FuzzParseDeclaration(f *testing.F) {
 		}
 	})
 }
+
+// FuzzParsePools: any JSON is refused with one invalid_argument line or
+// gives declarations that validate.
+func FuzzParsePools(f *testing.F) {
+	for _, s := range []string{`["ceph-a:/mnt/ceph-a"]`, `{"a":{"path":"/x"}}`, `[1]`, `{"a":{"path":"/x","n":1}}`, `null`, `["a:/x","a:/y"]`, `"a:/x"`} {
+		f.Add([]byte(s))
+	}
+	f.Fuzz(func(t *testing.T, raw []byte) {
+		got, err := ParsePools(raw)
+		if err != nil {
+			if types.ClassOf(err) != types.InvalidArgument || strings.Contains(err.Error(), "\n") {
+				t.Fatalf("refusal of %q is not one invalid_argument line: %v", raw, err)
+			}
+			return
+		}
+		if err := (Declarations{Pools: got}).Validate(); err != nil {
+			t.Fatalf("%q read into declarations that do not validate: %v", raw, err)
+		}
+	})
+}
+
+// FuzzParseRmPools: any input is refused with one line or gives sorted,
+// distinct, valid ids.
+func FuzzParseRmPools(f *testing.F) {
+	for _, s := range []string{"p1,p2", "", ",", "a,,b", " a , a "} {
+		f.Add(s)
+	}
+	f.Fuzz(func(t *testing.T, s string) {
+		ids, err := ParseRmPools(s)
+		if err != nil {
+			if types.ClassOf(err) != types.InvalidArgument || strings.Contains(err.Error(), "\n") {
+				t.Fatalf("refusal of %q is not one invalid_argument line: %v", s, err)
+			}
+			return
+		}
+		for i, id := range ids {
+			if ValidID(id) != nil || (i > 0 && ids[i-1] >= id) {
+				t.Fatalf("%q read as %q", s, ids)
+			}
+		}
+	})
+}
