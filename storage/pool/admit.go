@@ -108,6 +108,9 @@ func Admit(w Write) (Outcome, error) {
 		if err := ValidID(amt.Pool); err != nil {
 			return Outcome{}, types.Invalid("object %s: %v", id, err)
 		}
+		if amt.Bytes > types.MaxExact || amt.Bytes < -types.MaxExact {
+			return Outcome{}, types.Invalid("object %s: %d bytes is out of range (at most 8 PiB)", id, amt.Bytes)
+		}
 		var err error
 		switch w.Change.Mode {
 		case Decr:
@@ -130,6 +133,9 @@ func Admit(w Write) (Outcome, error) {
 			}
 		}
 	}
+	if err := after.Validate(); err != nil {
+		return Outcome{}, err
+	}
 	before := []Objects{w.Before}
 	now := []Objects{after}
 	for n := range w.Others {
@@ -146,7 +152,7 @@ func Admit(w Write) (Outcome, error) {
 	for _, p := range slices.Sorted(maps.Keys(deltas)) {
 		d := deltas[p]
 		rec := w.Pools[p]
-		if d.Bytes > 0 && !w.Restore {
+		if (d.Bytes > 0 || d.Objects > 0) && !w.Restore {
 			if err := w.admitGrowth(p, rec, d.Bytes); err != nil {
 				return Outcome{}, err
 			}
@@ -165,11 +171,12 @@ func Admit(w Write) (Outcome, error) {
 	return out, nil
 }
 
-// admitGrowth checks a pool whose reservation grows by delta.
+// admitGrowth checks a pool that gains objects or whose reservation grows
+// by delta (the room is checked only for a growth).
 func (w Write) admitGrowth(p string, rec *Record, delta int64) error {
 	switch {
 	case w.Isolated:
-		return types.Errorf(types.FailedPrecondition, "node is isolated: pool %s cannot grow by %s", p, Human(delta))
+		return types.Errorf(types.FailedPrecondition, "node is isolated: no new object or growth in pool %s", p)
 	case rec == nil:
 		return types.Errorf(types.FailedPrecondition, "pool %s is not declared by any node", p)
 	case rec.Lost():
@@ -181,6 +188,8 @@ func (w Write) admitGrowth(p string, rec *Record, delta int64) error {
 		return types.Errorf(types.FailedPrecondition, "this node does not declare pool %s", p)
 	case !available:
 		return types.Errorf(types.FailedPrecondition, "this node's attachment to pool %s is unavailable", p)
+	case delta <= 0:
+		return nil
 	}
 	return Room(rec, delta)
 }

@@ -190,6 +190,19 @@ func TestAdmitRefusals(t *testing.T) {
 		{"a shrink below nothing is refused", func(w *world) {
 			w.nodes["n1"] = Objects{oid(1): {Pool: "nfs1", Bytes: gib, Held: true}}
 		}, "n1", incr(map[string]Amount{oid(1): {"nfs1", -2 * gib}}), false, types.InvalidArgument, "less than nothing"},
+		{"a new object paid for by a shrink still needs the pool declared on the node", func(w *world) {
+			w.nodes["n3"] = Objects{oid(1): {Pool: "ceph-a", Bytes: 10 * gib, Held: true}}
+		}, "n3", incr(map[string]Amount{oid(1): {"ceph-a", -5 * gib}, oid(2): {"ceph-a", gib}}), false, types.FailedPrecondition, "does not declare pool ceph-a"},
+		{"a new object on an isolated node is refused even when the write frees more", func(w *world) {
+			w.nodes["n1"] = Objects{oid(1): {Pool: "ceph-a", Bytes: 10 * gib, Held: true}}
+			w.isolated["n1"] = true
+		}, "n1", incr(map[string]Amount{oid(1): {"ceph-a", -5 * gib}, oid(2): {"ceph-a", gib}}), false, types.FailedPrecondition, "node is isolated"},
+		{"an amount beyond 8 PiB is refused", nil, "n1",
+			incr(map[string]Amount{oid(1): {"ceph-a", 1 << 60}}), false, types.InvalidArgument, "out of range"},
+		{"growth of an object past 8 PiB is refused", func(w *world) {
+			w.pools["ceph-a"].Capacity = ptr(int64(1) << 53)
+			w.nodes["n1"] = Objects{oid(1): {Pool: "ceph-a", Bytes: 1 << 52, Held: true}}
+		}, "n1", incr(map[string]Amount{oid(1): {"ceph-a", 1<<52 + 1}}), false, types.InvalidArgument, "out of range"},
 		{"a negative decr is refused", nil, "n1",
 			decr(map[string]Amount{oid(1): {"ceph-a", -1}}), false, types.InvalidArgument, "negative"},
 		{"a bad object id is refused", nil, "n1",
