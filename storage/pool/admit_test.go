@@ -488,3 +488,50 @@ func TestCheckAndRepair(t *testing.T) {
 		require.Equal(t, int64(100), pools["ceph-a"].Reserved, "the input is not changed in place")
 	})
 }
+
+func TestWorkedFlows(t *testing.T) {
+	t.Run("core's replay of node A's before leaves the share B placed meanwhile", func(t *testing.T) {
+		w := newWorld()
+		_, err := w.usage("n1", incr(map[string]Amount{oid(1): {"ceph-a", 100 * gib}}), false, nil)
+		require.NoError(t, err)
+		_, err = w.usage("n2", incr(map[string]Amount{oid(2): {"ceph-a", 50 * gib}}), false, nil)
+		require.NoError(t, err)
+		_, err = w.usage("n1", abs(nil), true, nil)
+		require.NoError(t, err)
+		require.Equal(t, 50*gib, w.pools["ceph-a"].Reserved)
+		require.Equal(t, int64(1), w.pools["ceph-a"].Objects)
+		w.requireNoDrift(t)
+	})
+	t.Run("a half-failed deploy leaves an orphan that fix releases with exact counters", func(t *testing.T) {
+		w := newWorld()
+		w.pools["ceph-a"].Capacity = ptr(150 * gib)
+		// Workload w1 already runs on n1; a deploy of two more commits
+		// on n1 and is refused on n2, and core does not roll n1 back.
+		_, err := w.usage("n1", incr(map[string]Amount{oid(1): {"ceph-a", 50 * gib}}), false, nil)
+		require.NoError(t, err)
+		_, err = w.usage("n1", incr(map[string]Amount{oid(2): {"ceph-a", 50 * gib}}), false, nil)
+		require.NoError(t, err)
+		_, err = w.usage("n2", incr(map[string]Amount{oid(3): {"ceph-a", 100 * gib}}), false, nil)
+		require.Equal(t, types.ResourceExhausted, types.ClassOf(err))
+		// fix recomputes n1 from its workloads (only w1) and writes it.
+		out, err := w.usage("n1", abs(map[string]Amount{oid(1): {"ceph-a", 50 * gib}}), true, nil)
+		require.NoError(t, err)
+		require.Equal(t, map[string]Delta{"ceph-a": {-50 * gib, -1}}, out.Deltas)
+		require.Equal(t, 50*gib, w.pools["ceph-a"].Reserved)
+		w.requireNoDrift(t)
+	})
+	t.Run("capacity lowered during placement stops growth and lets shrinks pass", func(t *testing.T) {
+		w := newWorld()
+		_, err := w.usage("n1", incr(map[string]Amount{oid(1): {"ceph-a", 100 * gib}}), false, nil)
+		require.NoError(t, err)
+		lowered, err := SetCapacity(w.pools["ceph-a"], 50*gib, ptr(int64(0)))
+		require.NoError(t, err)
+		w.pools["ceph-a"] = lowered
+		_, err = w.usage("n2", incr(map[string]Amount{oid(2): {"ceph-a", 1}}), false, nil)
+		require.Equal(t, types.ResourceExhausted, types.ClassOf(err))
+		_, err = w.usage("n1", incr(map[string]Amount{oid(1): {"ceph-a", -10 * gib}}), false, nil)
+		require.NoError(t, err)
+		require.Equal(t, 90*gib, w.pools["ceph-a"].Reserved)
+		w.requireNoDrift(t)
+	})
+}
