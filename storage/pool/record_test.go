@@ -167,3 +167,28 @@ func TestHuman(t *testing.T) {
 		})
 	}
 }
+
+func TestObjectSums(t *testing.T) {
+	objs := Objects{
+		oid(1): {Pool: "ceph-a", Bytes: 10, Held: true},
+		oid(2): {Pool: "ceph-a", Bytes: 5, Held: false},
+		oid(3): {Pool: "nfs1", Bytes: 7, Held: true, MovingTo: "ceph-a", MoveCommandID: "m"},
+	}
+	t.Run("objects are counted per pool they live in", func(t *testing.T) {
+		require.Equal(t, map[string]int{"ceph-a": 2, "nfs1": 1}, objs.CountByPool())
+	})
+	t.Run("held bytes count only what this node holds, per pool", func(t *testing.T) {
+		require.Equal(t, map[string]int64{"ceph-a": 10, "nfs1": 7}, objs.HeldBytes())
+	})
+	t.Run("a pool's key lies under pools/", func(t *testing.T) {
+		require.Equal(t, "pools/ceph-a", Key("ceph-a"))
+	})
+	t.Run("a lost pool's view prints lost_at and an empty attachment list", func(t *testing.T) {
+		lost := t0.Add(time.Hour)
+		v := NewView(&Record{ID: "p", DeclaredAt: t0, LostAt: &lost, Version: 1}, nil)
+		data, err := json.Marshal(v)
+		require.NoError(t, err)
+		require.JSONEq(t, `{"pool_id":"p","reserved_bytes":0,"version":1,"object_count":0,"cleanup_count":0,
+			"declared_at":"2026-11-30T12:00:00Z","lost_at":"2026-11-30T13:00:00Z","attachments":[]}`, string(data))
+	})
+}

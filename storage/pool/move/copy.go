@@ -276,6 +276,11 @@ func (c *copier) copyEntry(e entry) error {
 			c.progress.Bytes += e.info.Size()
 			return nil
 		}
+		if exists && have.IsDir() {
+			if err := removeAll(dst); err != nil {
+				return fmt.Errorf("replacing %s: %w", dst, err)
+			}
+		}
 		return c.copyFile(e, dst)
 	}
 }

@@ -292,3 +292,19 @@ func TestCopy(t *testing.T) {
 		require.ErrorContains(t, err, "not a regular file, directory or symlink")
 	})
 }
+
+func TestCopyRepairsAPartialTree(t *testing.T) {
+	t.Run("a resume replaces a wrong symlink, a file where a directory belongs and a read-only directory's content", func(t *testing.T) {
+		from, to := pools(t)
+		makeTree(t, from)
+		partial := filepath.Join(to, "."+obj+".partial")
+		require.NoError(t, os.MkdirAll(filepath.Join(partial, "ro"), 0o700))
+		require.NoError(t, os.WriteFile(filepath.Join(partial, "ro", "x"), []byte("stale"), 0o600))
+		require.NoError(t, os.Chmod(filepath.Join(partial, "ro"), 0o555))
+		require.NoError(t, os.WriteFile(filepath.Join(partial, "sub"), []byte("a file where a directory belongs"), 0o600))
+		require.NoError(t, os.Symlink("elsewhere", filepath.Join(partial, "link")))
+		require.NoError(t, os.Mkdir(filepath.Join(partial, "a.txt"), 0o700))
+		require.NoError(t, Copy(context.Background(), from, to, obj, Options{}))
+		require.Equal(t, snapshot(t, filepath.Join(from, obj)), snapshot(t, filepath.Join(to, obj)))
+	})
+}
