@@ -1,0 +1,427 @@
+// Package move copies a pool object between two pool paths on one node, the
+// I/O half of `storage pools move`: <from>/<id> is copied to <to>/<id>
+// (regular files, directories, symlinks, modes, modification times,
+// fsync), so that a copy killed at any point and run again continues and
+// ends identical, and a copy abandoned is removed whole.
+//
+// Resume rule. The copy is built in <to>/.<id>.partial and renamed to
+// <to>/<id> only when complete, so <to>/<id> existing means a finished
+// copy. Inside the partial tree, a regular file is written to a scratch
+// file in <to>/.<id>.scratch, fsynced, given its mode and modification
+// time, then renamed into place: a file of the source's size and
+// modification time in the partial tree is therefore complete and skipped
+// on a resume, and anything else is copied again. Directories get their
+// modes last (they stay writable while being filled); entries the source
+// does not have are removed before the final rename.
+//
+// The source is never changed by Copy: removing it is a separate step
+// (Remove), taken only after the move settled in the store.
+package move
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"io/fs"
+	"os"
+	"path/filepath"
+	"slices"
+	"strings"
+	"syscall"
+
+	"github.com/eru-extend/resources/storage/pool"
+)
+
+// Progress is how far a copy is: bytes of regular files done (skipped
+// complete files included) out of the total, and entries done.
+type Progress struct {
+	Bytes   int64
+	Total   int64
+	Entries int
+}
+
+// Options tune a copy. Progress, when set, is called after every chunk
+// and every entry, from the copying goroutine.
+type Options struct {
+	Progress func(Progress)
+	// ChunkSize is the size of one read and write (default 1 MiB).
+	ChunkSize int
+}
+
+// Paths are the names a copy of object id uses under the target pool path.
+type Paths struct {
+	Source  string // <from>/<id>
+	Target  string // <to>/<id>
+	Partial string // <to>/.<id>.partial
+	Scratch string // <to>/.<id>.scratch
+}
+
+// PathsOf checks the pool paths and the object id and names the paths.
+func PathsOf(from, to, id string) (Paths, error) {
+	if err := pool.ValidObjectID(id); err != nil {
+		return Paths{}, err
+	}
+	for _, p := range []string{from, to} {
+		if err := pool.ValidPath(p); err != nil {
+			return Paths{}, fmt.Errorf("pool path: %w", err)
+		}
+	}
+	if from == to {
+		return Paths{}, fmt.Errorf("source and target pool paths are both %s", from)
+	}
+	return Paths{
+		Source:  filepath.Join(from, id),
+		Target:  filepath.Join(to, id),
+		Partial: filepath.Join(to, "."+id+".partial"),
+		Scratch: filepath.Join(to, "."+id+".scratch"),
+	}, nil
+}
+
+// Copy copies <from>/<id> to <to>/<id>. A finished copy (<to>/<id> exists)
+// answers at once; an interrupted one continues where it stopped.
+func Copy(ctx context.Context, from, to, id string, opt Options) error {
+	p, err := PathsOf(from, to, id)
+	if err != nil {
+		return err
+	}
+	if _, err := os.Lstat(p.Target); err == nil {
+		return nil
+	} else if !errors.Is(err, fs.ErrNotExist) {
+		return fmt.Errorf("checking the target copy: %w", err)
+	}
+	root, err := os.Lstat(p.Source)
+	if err != nil {
+		return fmt.Errorf("reading the source copy: %w", err)
+	}
+	if !root.IsDir() && !root.Mode().IsRegular() {
+		return fmt.Errorf("source %s is neither a directory nor a regular file", p.Source)
+	}
+	c := &copier{ctx: ctx, opt: opt, paths: p}
+	if c.opt.ChunkSize <= 0 {
+		c.opt.ChunkSize = 1 << 20
+	}
+	if err := c.plan(); err != nil {
+		return err
+	}
+	if err := os.Mkdir(p.Scratch, 0o700); err != nil && !errors.Is(err, fs.ErrExist) {
+		return fmt.Errorf("creating the scratch directory: %w", err)
+	}
+	for _, e := range c.entries {
+		if err := c.copyEntry(e); err != nil {
+			return err
+		}
+		c.progress.Entries++
+		c.report()
+	}
+	if err := c.prune(); err != nil {
+		return err
+	}
+	if err := c.finishDirs(); err != nil {
+		return err
+	}
+	if err := os.RemoveAll(p.Scratch); err != nil {
+		return fmt.Errorf("removing the scratch directory: %w", err)
+	}
+	if err := os.Rename(p.Partial, p.Target); err != nil {
+		return fmt.Errorf("renaming the finished copy into place: %w", err)
+	}
+	return syncDir(filepath.Dir(p.Target))
+}
+
+// Abort removes every trace of a copy of id under the target pool path:
+// the partial tree, the scratch files and a finished copy. It must only
+// run for a move that did not settle (after the settle <to>/<id> is the
+// object itself).
+func Abort(to, id string) error {
+	p, err := PathsOf("/nonexistent-source", to, id)
+	if err != nil {
+		return err
+	}
+	for _, dir := range []string{p.Partial, p.Scratch, p.Target} {
+		if err := removeAll(dir); err != nil {
+			return fmt.Errorf("removing %s: %w", dir, err)
+		}
+	}
+	return syncDir(to)
+}
+
+// Remove removes the copy of object id under pool path root: the source a
+// settled move left, a cleanup entry's copy.
+func Remove(root, id string) error {
+	if err := pool.ValidObjectID(id); err != nil {
+		return err
+	}
+	if err := pool.ValidPath(root); err != nil {
+		return fmt.Errorf("pool path: %w", err)
+	}
+	if err := removeAll(filepath.Join(root, id)); err != nil {
+		return fmt.Errorf("removing %s: %w", filepath.Join(root, id), err)
+	}
+	return syncDir(root)
+}
+
+// removeAll removes a tree even where a directory mode forbids writing.
+func removeAll(path string) error {
+	if err := os.RemoveAll(path); err == nil {
+		return nil
+	}
+	_ = filepath.WalkDir(path, func(p string, d fs.DirEntry, err error) error {
+		if err == nil && d.IsDir() {
+			_ = os.Chmod(p, 0o700)
+		}
+		return nil
+	})
+	return os.RemoveAll(path)
+}
+
+type entry struct {
+	rel  string // "" for the root
+	info fs.FileInfo
+	link string
+}
+
+type copier struct {
+	ctx      context.Context
+	opt      Options
+	paths    Paths
+	entries  []entry
+	progress Progress
+	scratchN int
+}
+
+func (c *copier) report() {
+	if c.opt.Progress != nil {
+		c.opt.Progress(c.progress)
+	}
+}
+
+// plan walks the source in lexical order and sums the bytes to copy.
+func (c *copier) plan() error {
+	return filepath.WalkDir(c.paths.Source, func(path string, d fs.DirEntry, err error) error {
+		if err != nil {
+			return fmt.Errorf("reading the source copy: %w", err)
+		}
+		info, err := d.Info()
+		if err != nil {
+			return fmt.Errorf("reading the source copy: %w", err)
+		}
+		rel, _ := filepath.Rel(c.paths.Source, path)
+		if rel == "." {
+			rel = ""
+		}
+		e := entry{rel: rel, info: info}
+		switch {
+		case info.Mode().IsRegular():
+			c.progress.Total += info.Size()
+		case info.IsDir():
+		case info.Mode()&fs.ModeSymlink != 0:
+			if e.link, err = os.Readlink(path); err != nil {
+				return fmt.Errorf("reading the symlink %s: %w", path, err)
+			}
+		default:
+			return fmt.Errorf("source %s is %s, not a regular file, directory or symlink", path, info.Mode().Type())
+		}
+		c.entries = append(c.entries, e)
+		return nil
+	})
+}
+
+func (c *copier) target(rel string) string { return filepath.Join(c.paths.Partial, rel) }
+
+func (c *copier) copyEntry(e entry) error {
+	if err := c.ctx.Err(); err != nil {
+		return err
+	}
+	dst := c.target(e.rel)
+	have, err := os.Lstat(dst)
+	if err != nil && !errors.Is(err, fs.ErrNotExist) {
+		return fmt.Errorf("reading %s: %w", dst, err)
+	}
+	exists := err == nil
+	switch {
+	case e.info.IsDir():
+		if exists && !have.IsDir() {
+			if err := removeAll(dst); err != nil {
+				return fmt.Errorf("replacing %s: %w", dst, err)
+			}
+			exists = false
+		}
+		if !exists {
+			if err := os.Mkdir(dst, 0o700); err != nil {
+				return fmt.Errorf("creating the directory %s: %w", dst, err)
+			}
+		}
+		// Writable while filled; the source's mode comes last.
+		if err := os.Chmod(dst, 0o700); err != nil {
+			return fmt.Errorf("opening the directory %s: %w", dst, err)
+		}
+		return nil
+	case e.link != "":
+		if exists {
+			if cur, err := os.Readlink(dst); err == nil && cur == e.link {
+				return nil
+			}
+			if err := removeAll(dst); err != nil {
+				return fmt.Errorf("replacing %s: %w", dst, err)
+			}
+		}
+		if err := os.Symlink(e.link, dst); err != nil {
+			return fmt.Errorf("creating the symlink %s: %w", dst, err)
+		}
+		chown(dst, e.info)
+		return nil
+	default:
+		if exists && have.Mode().IsRegular() && have.Size() == e.info.Size() && have.ModTime().Equal(e.info.ModTime()) {
+			c.progress.Bytes += e.info.Size()
+			return nil
+		}
+		if exists && have.IsDir() {
+			if err := removeAll(dst); err != nil {
+				return fmt.Errorf("replacing %s: %w", dst, err)
+			}
+		}
+		return c.copyFile(e, dst)
+	}
+}
+
+// copyFile writes the file to a scratch file, fsyncs it, gives it its
+// mode, owner and modification time, and renames it into place.
+func (c *copier) copyFile(e entry, dst string) error {
+	src := filepath.Join(c.paths.Source, e.rel)
+	in, err := os.Open(src)
+	if err != nil {
+		return fmt.Errorf("reading %s: %w", src, err)
+	}
+	defer in.Close()
+	c.scratchN++
+	tmp := filepath.Join(c.paths.Scratch, fmt.Sprintf("f%d", c.scratchN))
+	out, err := os.OpenFile(tmp, os.O_WRONLY|os.O_CREATE|os.O_TRUNC, 0o600)
+	if err != nil {
+		return fmt.Errorf("creating %s: %w", tmp, err)
+	}
+	buf := make([]byte, c.opt.ChunkSize)
+	for {
+		if err := c.ctx.Err(); err != nil {
+			out.Close()
+			return err
+		}
+		n, rerr := in.Read(buf)
+		if n > 0 {
+			if _, err := out.Write(buf[:n]); err != nil {
+				out.Close()
+				return fmt.Errorf("writing %s: %w", tmp, err)
+			}
+			c.progress.Bytes += int64(n)
+			c.report()
+		}
+		if errors.Is(rerr, io.EOF) {
+			break
+		}
+		if rerr != nil {
+			out.Close()
+			return fmt.Errorf("reading %s: %w", src, rerr)
+		}
+	}
+	if err := out.Sync(); err != nil {
+		out.Close()
+		return fmt.Errorf("syncing %s: %w", tmp, err)
+	}
+	if err := out.Close(); err != nil {
+		return fmt.Errorf("closing %s: %w", tmp, err)
+	}
+	chown(tmp, e.info)
+	if err := os.Chmod(tmp, e.info.Mode().Perm()|e.info.Mode()&(fs.ModeSetuid|fs.ModeSetgid|fs.ModeSticky)); err != nil {
+		return fmt.Errorf("setting the mode of %s: %w", tmp, err)
+	}
+	if err := os.Chtimes(tmp, e.info.ModTime(), e.info.ModTime()); err != nil {
+		return fmt.Errorf("setting the times of %s: %w", tmp, err)
+	}
+	if err := os.Rename(tmp, dst); err != nil {
+		return fmt.Errorf("placing %s: %w", dst, err)
+	}
+	return nil
+}
+
+// prune removes what the partial tree has and the source does not (left
+// by an earlier run that saw another source, or replaced entries).
+func (c *copier) prune() error {
+	want := map[string]bool{}
+	for _, e := range c.entries {
+		want[e.rel] = true
+	}
+	var extra []string
+	err := filepath.WalkDir(c.paths.Partial, func(path string, d fs.DirEntry, err error) error {
+		if err != nil {
+			return err
+		}
+		rel, _ := filepath.Rel(c.paths.Partial, path)
+		if rel == "." {
+			rel = ""
+		}
+		if !want[rel] {
+			extra = append(extra, path)
+			if d.IsDir() {
+				return filepath.SkipDir
+			}
+		}
+		return nil
+	})
+	if err != nil {
+		return fmt.Errorf("reading the partial copy: %w", err)
+	}
+	for _, p := range extra {
+		if err := removeAll(p); err != nil {
+			return fmt.Errorf("removing %s: %w", p, err)
+		}
+	}
+	return nil
+}
+
+// finishDirs gives directories their owners, modes and times, deepest
+// first, and fsyncs each.
+func (c *copier) finishDirs() error {
+	var dirs []entry
+	for _, e := range c.entries {
+		if e.info.IsDir() {
+			dirs = append(dirs, e)
+		}
+	}
+	slices.SortFunc(dirs, func(a, b entry) int {
+		return strings.Count(b.rel, string(filepath.Separator)) - strings.Count(a.rel, string(filepath.Separator))
+	})
+	for _, e := range dirs {
+		dst := c.target(e.rel)
+		if err := syncDir(dst); err != nil {
+			return err
+		}
+		chown(dst, e.info)
+		if err := os.Chmod(dst, e.info.Mode().Perm()|e.info.Mode()&(fs.ModeSetuid|fs.ModeSetgid|fs.ModeSticky)); err != nil {
+			return fmt.Errorf("setting the mode of %s: %w", dst, err)
+		}
+		if err := os.Chtimes(dst, e.info.ModTime(), e.info.ModTime()); err != nil {
+			return fmt.Errorf("setting the times of %s: %w", dst, err)
+		}
+	}
+	return nil
+}
+
+// chown gives path the source's owner when the process may (as root);
+// otherwise the copy keeps the running user's.
+func chown(path string, info fs.FileInfo) {
+	if st, ok := info.Sys().(*syscall.Stat_t); ok && os.Geteuid() == 0 {
+		_ = os.Lchown(path, int(st.Uid), int(st.Gid))
+	}
+}
+
+func syncDir(path string) error {
+	d, err := os.Open(path)
+	if err != nil {
+		return fmt.Errorf("opening %s to sync it: %w", path, err)
+	}
+	defer d.Close()
+	if err := d.Sync(); err != nil && !errors.Is(err, syscall.EINVAL) {
+		return fmt.Errorf("syncing %s: %w", path, err)
+	}
+	return nil
+}
