@@ -11,7 +11,6 @@ import (
 	"io"
 	"log/slog"
 	"os"
-	"slices"
 	"strconv"
 	"strings"
 	"time"
@@ -21,8 +20,6 @@ import (
 	"github.com/eru-extend/resources/cmd/config"
 	"github.com/eru-extend/resources/engine"
 	"github.com/eru-extend/resources/nodes"
-	"github.com/eru-extend/resources/overcommit"
-	"github.com/eru-extend/resources/storage"
 	"github.com/eru-extend/resources/store"
 	"github.com/eru-extend/resources/types"
 )
@@ -87,7 +84,7 @@ func (r *runner) app() *cli.App {
 func quietUsage(c *cli.Command, parent string) {
 	name := strings.TrimSpace(parent + " " + c.Name)
 	c.OnUsageError = func(_ *cli.Context, err error, _ bool) error {
-		if parent == "" && slices.Contains(engine.Verbs, c.Name) {
+		if _, isVerb := engine.Lookup(c.Name); parent == "" && isVerb {
 			return verbError{verb: c.Name, err: types.Invalid("%s", err.Error())}
 		}
 		return commandError{command: name, err: types.Invalid("%s", err.Error())}
@@ -135,33 +132,17 @@ func (o *opener) close() {
 	}
 }
 
-// plugins are every resource plugin of the cluster, as the registry sees
-// them.
-func plugins() []nodes.Plugin {
-	return []nodes.Plugin{engine.Registered(storage.Plugin{}), engine.Registered(overcommit.Plugin{})}
-}
-
 func policy(cfg *config.Config) nodes.Policy {
 	return nodes.Policy{RequireSession: cfg.Nodes.RequireSession, ClockSkewTolerance: cfg.Nodes.ClockSkewTolerance}
 }
 
-// caller runs plugin verbs for one resource.
-type caller interface {
-	Call(ctx context.Context, verb string, req *types.Request) (any, error)
-}
-
-func (r *runner) engine(cfg *config.Config, open func(context.Context, bool) (store.Store, error)) (caller, error) {
-	switch r.name {
-	case "storage":
-		return &engine.Engine[*storage.Node, *storage.WorkloadRequest]{
-			Res: storage.Plugin{}, Open: open, Plugins: plugins(), Policy: policy(cfg), MaxDeploy: cfg.Scheduler.MaxDeployCount,
-		}, nil
-	case "compute":
-		return &engine.Engine[*overcommit.Node, *overcommit.WorkloadRequest]{
-			Res: overcommit.Plugin{}, Open: open, Plugins: plugins(), Policy: policy(cfg), MaxDeploy: cfg.Scheduler.MaxDeployCount,
-		}, nil
+// engine builds the verb engine of the binary's resource.
+func (r *runner) engine(cfg *config.Config, open func(context.Context, bool) (store.Store, error)) (engine.Handlers, error) {
+	res, ok := lookupResource(r.name)
+	if !ok {
+		return nil, types.Errorf(types.Internal, "no resource is called %q", r.name)
 	}
-	return nil, types.Errorf(types.Internal, "no resource is called %q", r.name)
+	return res.engine(setup{open: open, plugins: plugins(), policy: policy(cfg), maxDeploy: cfg.Scheduler.MaxDeployCount}), nil
 }
 
 // logger writes to the configured log file, or nowhere.

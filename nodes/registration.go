@@ -41,7 +41,9 @@ const (
 )
 
 // Statuses lists every status, for validating a --status filter.
-var Statuses = []Status{StatusSyncing, StatusReady, StatusDraining, StatusDrained, StatusUnavailable, StatusRevoked, StatusRetired}
+func Statuses() []Status {
+	return []Status{StatusSyncing, StatusReady, StatusDraining, StatusDrained, StatusUnavailable, StatusRevoked, StatusRetired}
+}
 
 // Keys of the registry, relative to the store prefix.
 const (
@@ -206,10 +208,6 @@ func (r *Registration) Refusal(live bool, p Policy) string {
 	}
 	return ""
 }
-
-// Touch advances the version and the update time: every write of the
-// registration but a heartbeat's calls it.
-func (r *Registration) Touch(now time.Time) { r.touch(now) }
 
 // touch advances the version and the update time.
 func (r *Registration) touch(now time.Time) {

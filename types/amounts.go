@@ -2,7 +2,6 @@ package types
 
 import (
 	"math"
-	"sort"
 )
 
 // Amounts is a node's usage of one resource flattened into named integer
@@ -45,12 +44,7 @@ func (a Amounts) Add(b Amounts) (Amounts, bool) {
 
 // Keys returns the component names in order.
 func (a Amounts) Keys() []string {
-	keys := make([]string, 0, len(a))
-	for k := range a {
-		keys = append(keys, k)
-	}
-	sort.Strings(keys)
-	return keys
+	return SortedKeys(a)
 }
 
 // AddInt64 adds two int64s and reports false on overflow.

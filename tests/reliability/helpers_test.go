@@ -51,7 +51,7 @@ type verbCase struct {
 	store bool
 }
 
-// verbCases lists every verb of engine.Verbs with a valid request for bin.
+// verbCases lists every verb of engine.Names() with a valid request for bin.
 func verbCases(bin string) []verbCase {
 	n := seeded
 	switch bin {
@@ -127,7 +127,7 @@ func TestTheVerbTablesCoverEveryVerb(t *testing.T) {
 			for _, c := range verbCases(bin) {
 				got = append(got, c.verb)
 			}
-			require.Equal(t, engine.Verbs, got)
+			require.Equal(t, engine.Names(), got)
 		})
 		for _, c := range verbCases(bin) {
 			t.Run(bin+" "+c.verb+" with its request succeeds on a healthy etcd", func(t *testing.T) {
