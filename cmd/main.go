@@ -27,6 +27,14 @@ import (
 // PluginExitCode is what a failed plugin verb exits with, as core expects.
 const PluginExitCode = 128
 
+// GCPercent is the garbage collector's target the plugin binaries run with.
+// A many-node read holds every record at once; collecting sooner than Go's
+// default (heap twice the live data) keeps the process's peak a small
+// multiple of the records, at a few percent of time (see BENCHMARKS.md).
+// It is a process option: main sets it, not the code a long-running process
+// shares.
+const GCPercent = 50
+
 // Main runs the binary named name (storage or compute) with args (without
 // the program name) and returns its exit status.
 func Main(name string, args []string, stdin io.Reader, stdout, stderr io.Writer) int {
