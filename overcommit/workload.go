@@ -17,9 +17,6 @@ type Workload struct {
 // WorkloadRequest is what a person asks of compute for one workload.
 type WorkloadRequest Workload
 
-// IsEmpty reports whether the request asks for nothing.
-func (w *WorkloadRequest) IsEmpty() bool { return w.CPURequestMillis == 0 && w.MemoryRequest == 0 }
-
 var workloadKeys = []string{"cpu", "memory", "cpu-request", "cpu-limit", "memory-request", "memory-limit"}
 
 // ParseWorkloadRequest reads a workload request: cpu and memory set request

@@ -71,6 +71,18 @@ func MulInt64(a, b int64) (int64, bool) {
 	return p, true
 }
 
+// MulSat multiplies two int64s, saturating at the largest (or smallest)
+// int64 instead of overflowing.
+func MulSat(a, b int64) int64 {
+	if p, ok := MulInt64(a, b); ok {
+		return p
+	}
+	if (a < 0) != (b < 0) {
+		return math.MinInt64
+	}
+	return math.MaxInt64
+}
+
 // MaxExact is the largest integer this project stores: core decodes every
 // answer through float64, so larger counts would come back changed (2^53, 8
 // PiB as bytes).

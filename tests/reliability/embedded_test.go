@@ -43,7 +43,7 @@ func TestEmbeddedStoreServesManyProcessesAtOnce(t *testing.T) {
 	)
 	writer.Go(func() {
 		for {
-			res, err := run(storagePath, env.Dir, write, "set-node-resource-usage")
+			res, err := testenv.Run(storagePath, env.Dir, write, "set-node-resource-usage")
 			if err != nil {
 				writeErr = err
 				return
@@ -69,7 +69,7 @@ func TestEmbeddedStoreServesManyProcessesAtOnce(t *testing.T) {
 		for i := range readers {
 			c := readCalls[i%len(readCalls)]
 			wg.Go(func() {
-				res, err := run(c.path, env.Dir, mustJSONNoTest(c.req), c.verb)
+				res, err := testenv.Run(c.path, env.Dir, mustJSONNoTest(c.req), c.verb)
 				round[i] = read{c.bin, c.verb, res, err}
 			})
 		}
