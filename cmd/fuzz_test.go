@@ -217,7 +217,7 @@ func requireOneJSONValue(t *testing.T, out []byte) {
 }
 
 // maxExact is 2^53: core decodes answers into float64, so an integer above
-// it does not come back as it was (protocol.md).
+// it does not come back as it was (docs/protocol.md).
 var maxExact = new(big.Float).SetInt64(1 << 53)
 
 // requireExactNumbers checks that every number of an answer survives core's

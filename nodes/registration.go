@@ -1,7 +1,7 @@
 // Package nodes is the node registry every placement of every plugin obeys:
 // a node's admission, drain, isolation and retirement, its live session and
 // the observations its heartbeat reports, and the ledger of usage released
-// when it was isolated (nodes.md).
+// when it was isolated (docs/nodes.md).
 //
 // The registration record, its derived status and the rules of each
 // transition are pure values and functions in this file and ledger.go;

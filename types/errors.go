@@ -10,7 +10,7 @@ import (
 // layer prints it and, for operator commands, turns it into an exit status.
 type Class string
 
-// The error classes of the project (nodes.md). Their names follow the gRPC
+// The error classes of the project (docs/nodes.md). Their names follow the gRPC
 // status codes an operator API would use.
 const (
 	Internal           Class = "internal"
