@@ -83,13 +83,8 @@ func (Plugin) Restore(capacity, usage json.RawMessage) (*Node, error) {
 
 // NextUsage computes a usage write from the one change the engine picked.
 func (Plugin) NextUsage(n *Node, c types.Change, delta, incr bool) (*Node, error) {
-	switch c.Form {
-	case types.RequestForm:
-		return n.NextUsage(nil, c.Raw, nil, delta, incr)
-	case types.StoredForm:
-		return n.NextUsage(c.Raw, nil, nil, delta, incr)
-	}
-	return n.NextUsage(nil, nil, c.Raw, delta, incr)
+	resource, request, workloads := c.Keys()
+	return n.NextUsage(resource, request, workloads, delta, incr)
 }
 
 // Recompute sums the workloads and lists the disagreements.

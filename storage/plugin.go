@@ -66,13 +66,8 @@ func (Plugin) AddNode(request json.RawMessage, info *types.EngineInfo) (*Node, e
 // SetCapacity changes a node's capacity: resource_request in request form
 // (or a rollback snapshot), resource in stored form.
 func (Plugin) SetCapacity(n *Node, c types.Change, delta, incr bool) (*Node, error) {
-	switch c.Form {
-	case types.RequestForm:
-		return n.SetCapacity(nil, c.Raw, delta, incr)
-	case types.StoredForm:
-		return n.SetCapacity(c.Raw, nil, delta, incr)
-	}
-	return n.SetCapacity(nil, nil, delta, incr)
+	resource, request, _ := c.Keys()
+	return n.SetCapacity(resource, request, delta, incr)
 }
 
 // Restore builds a record verbatim.
@@ -82,13 +77,8 @@ func (Plugin) Restore(capacity, usage json.RawMessage) (*Node, error) {
 
 // NextUsage computes a usage write from the one change the engine picked.
 func (Plugin) NextUsage(n *Node, c types.Change, delta, incr bool) (*Node, error) {
-	switch c.Form {
-	case types.RequestForm:
-		return n.NextUsage(nil, c.Raw, nil, delta, incr)
-	case types.StoredForm:
-		return n.NextUsage(c.Raw, nil, nil, delta, incr)
-	}
-	return n.NextUsage(nil, nil, c.Raw, delta, incr)
+	resource, request, workloads := c.Keys()
+	return n.NextUsage(resource, request, workloads, delta, incr)
 }
 
 // Recompute sums the workloads' usage and lists the disagreements; the

@@ -51,3 +51,17 @@ type Figure struct {
 	Name  string
 	Value int64
 }
+
+// Keys gives the change back as the request keys it came from (only one of
+// them set), for a resource whose code reads those keys.
+func (c Change) Keys() (resource, request, workloads json.RawMessage) {
+	switch c.Form {
+	case RequestForm:
+		return nil, c.Raw, nil
+	case StoredForm:
+		return c.Raw, nil, nil
+	case WorkloadsForm:
+		return nil, nil, c.Raw
+	}
+	return nil, nil, nil
+}
