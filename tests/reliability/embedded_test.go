@@ -18,6 +18,7 @@ import (
 // readers (three rounds of them) all answer while another process keeps
 // writing, and every write lands.
 func TestEmbeddedStoreServesManyProcessesAtOnce(t *testing.T) {
+	skipUnderShort(t)
 	const readers, rounds = 16, 3
 	env := testenv.NewEmbedded(t)
 	for _, bin := range bins {
@@ -134,6 +135,7 @@ func mustJSONNoTest(v any) []byte {
 // store is busy, and writes nothing; once the lock is free the same calls
 // work.
 func TestEmbeddedStoreHeldPastTheLockTimeoutIsBusy(t *testing.T) {
+	skipUnderShort(t)
 	dir := t.TempDir()
 	env := &testenv.Env{Kind: "embedded", Dir: dir, Prefix: "/eru-resources", DB: filepath.Join(dir, "eru-resources.db")}
 	configure(t, env, obj{"embedded": obj{"path": env.DB, "lock_timeout": "300ms"}})
