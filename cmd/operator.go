@@ -32,9 +32,9 @@ func mutatingFlags(extra ...cli.Flag) []cli.Flag {
 	}, extra...)
 }
 
-// notReplayed are the flags that do not change what a command does, so
-// they are not part of its replay identity.
-var notReplayed = [...]string{"output", "command-id"}
+// replayed says whether a flag changes what a command does, and so is part
+// of its replay identity (--output and --command-id do not).
+func replayed(flag string) bool { return flag != "output" && flag != "command-id" }
 
 // operation is what one operator command's body gets: the parsed command
 // line, the store, and the command's replay identity.
@@ -124,7 +124,7 @@ func canonical(name string, args []string, c *cli.Context) string {
 	parts := append([]string{name}, args...)
 	for _, f := range c.Command.Flags {
 		n := f.Names()[0]
-		if slices.Contains(notReplayed[:], n) || !c.IsSet(n) {
+		if !replayed(n) || !c.IsSet(n) {
 			continue
 		}
 		parts = append(parts, fmt.Sprintf("--%s=%v", n, c.Value(n)))
