@@ -69,8 +69,11 @@ func (r *runner) app() *cli.App {
 		ErrWriter: r.stderr,
 		Flags: []cli.Flag{
 			&cli.StringFlag{Name: "config", Usage: "config file (else $" + config.EnvPath + ", else ./" + r.name + ".yaml, else built-in defaults)"},
+			helpFlag(),
 		},
-		Commands:       append(r.verbCommands(), r.nodesCommand(), r.overcommitCommand()),
+		Commands:       append(r.verbCommands(), r.nodesCommand(), r.overcommitCommand(), helpCommand()),
+		HideHelp:       true,
+		HideVersion:    true,
 		ExitErrHandler: func(*cli.Context, error) {},
 		OnUsageError: func(_ *cli.Context, err error, _ bool) error {
 			return usageError{types.Invalid("%s", err.Error())}
@@ -83,8 +86,49 @@ func (r *runner) app() *cli.App {
 	}
 	for _, c := range app.Commands {
 		quietUsage(c, "")
+		ownHelp(c)
 	}
 	return app
+}
+
+// urfave/cli adds its package-level help flag and help command to every
+// command it runs, and writes parsing state into them: two Mains running at
+// once in one process would share them. Each run builds its own instead.
+
+// helpFlag is a run's own --help; urfave/cli shows help for any flag named
+// so.
+func helpFlag() cli.Flag {
+	return &cli.BoolFlag{Name: "help", Aliases: []string{"h"}, Usage: "show help"}
+}
+
+// helpCommand is a run's own `help [command]`.
+func helpCommand() *cli.Command {
+	return &cli.Command{
+		Name:      "help",
+		Aliases:   []string{"h"},
+		Usage:     "show the commands, or one command's help",
+		ArgsUsage: "[command]",
+		HideHelp:  true,
+		Action: func(c *cli.Context) error {
+			if c.NArg() > 0 {
+				return cli.ShowCommandHelp(c, c.Args().First())
+			}
+			return cli.ShowAppHelp(c)
+		},
+	}
+}
+
+// ownHelp gives c and its subcommands their own help flag instead of the
+// shared one.
+func ownHelp(c *cli.Command) {
+	if c.HideHelp {
+		return
+	}
+	c.HideHelp, c.HideHelpCommand = true, true
+	c.Flags = append(c.Flags, helpFlag())
+	for _, sub := range c.Subcommands {
+		ownHelp(sub)
+	}
 }
 
 // quietUsage makes a malformed command line one error line instead of
