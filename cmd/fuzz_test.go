@@ -160,7 +160,7 @@ func FuzzVerbs(f *testing.F) {
 	require.NoError(f, os.WriteFile(config, fmt.Appendf(nil, "embedded:\n  path: %q\n", filepath.Join(dir, "store.db")), 0o644))
 	bins := []string{"storage", "compute"}
 
-	for v, verb := range engine.Verbs {
+	for v, verb := range engine.Names() {
 		for b, bin := range bins {
 			if req, ok := validRequests[bin][verb]; ok {
 				f.Add(uint8(b), uint8(v), []byte(req))
@@ -172,16 +172,16 @@ func FuzzVerbs(f *testing.F) {
 	for i, in := range badInputs() {
 		// every hostile input reaches a few verbs of either binary
 		for k := range 3 {
-			f.Add(uint8((i+k)%2), uint8((i*3+k*5)%len(engine.Verbs)), []byte(in))
+			f.Add(uint8((i+k)%2), uint8((i*3+k*5)%len(engine.Names())), []byte(in))
 		}
 	}
-	addNode := uint8(slices.Index(engine.Verbs, "add-node"))
+	addNode := uint8(slices.Index(engine.Names(), "add-node"))
 	f.Add(uint8(0), addNode, bigRequest(10<<20))
 	f.Add(uint8(1), addNode, bigRequest(MaxRequest+1))
 
 	f.Fuzz(func(t *testing.T, b, v uint8, stdin []byte) {
 		bin := bins[int(b)%len(bins)]
-		verb := engine.Verbs[int(v)%len(engine.Verbs)]
+		verb := engine.Names()[int(v)%len(engine.Names())]
 		var stdout, stderr bytes.Buffer
 		code := Main(bin, []string{"--config", config, verb}, bytes.NewReader(stdin), &stdout, &stderr)
 		switch code {
@@ -189,7 +189,7 @@ func FuzzVerbs(f *testing.F) {
 			require.Empty(t, stderr.String(), "%s %s succeeded but wrote to stderr", bin, verb)
 			requireOneJSONValue(t, stdout.Bytes())
 			requireExactNumbers(t, stdout.Bytes())
-			if !slices.Contains(verbsWithoutInput, verb) {
+			if v, _ := engine.Lookup(verb); v.Input {
 				require.True(t, json.Valid(stdin) && bytes.HasPrefix(bytes.TrimLeft(stdin, " \t\r\n"), []byte("{")),
 					"%s %s succeeded on stdin that is not one JSON object: %q", bin, verb, clip(stdin))
 			}
@@ -217,7 +217,7 @@ func requireOneJSONValue(t *testing.T, out []byte) {
 }
 
 // maxExact is 2^53: core decodes answers into float64, so an integer above
-// it does not come back as it was (protocol.md).
+// it does not come back as it was (docs/protocol.md).
 var maxExact = new(big.Float).SetInt64(1 << 53)
 
 // requireExactNumbers checks that every number of an answer survives core's

@@ -1,7 +1,6 @@
 package cmd
 
 import (
-	"context"
 	"strings"
 	"time"
 
@@ -9,7 +8,6 @@ import (
 
 	"github.com/eru-extend/resources/cmd/config"
 	"github.com/eru-extend/resources/nodes"
-	"github.com/eru-extend/resources/store"
 	"github.com/eru-extend/resources/types"
 )
 
@@ -24,13 +22,15 @@ func (r *runner) heartbeatCommand() *cli.Command {
 			&cli.StringFlag{Name: "clock-sync", Usage: "report this clock state instead of the kernel's: SYNCHRONIZED or UNSYNCHRONIZED"},
 			&cli.DurationFlag{Name: "clock-max-error", Usage: "report this maximum clock error instead of the kernel's"},
 		),
-		Action: r.operator("nodes heartbeat", 1, config.WriteExisting, func(ctx context.Context, c *cli.Context, s store.Store, cfg *config.Config, cmd nodes.Command, args []string) (any, error) {
+		Action: Run(r, spec{"nodes heartbeat", 1, config.WriteExisting}, func(op *operation) (nodes.Answer[*nodes.View], error) {
+			var none nodes.Answer[*nodes.View]
+			c, cfg := op.c, op.cfg
 			ttl := cfg.Nodes.SessionTTL
 			if c.IsSet("ttl") {
 				ttl = c.Duration("ttl")
 			}
 			if ttl <= 0 {
-				return nil, types.Invalid("--ttl %s: want a positive duration", ttl)
+				return none, types.Invalid("--ttl %s: want a positive duration", ttl)
 			}
 			// etcd counts leases in whole seconds: round up on both stores,
 			// so that expires_at says when the session really ends.
@@ -39,18 +39,18 @@ func (r *runner) heartbeatCommand() *cli.Command {
 			if c.IsSet("clock-sync") {
 				clock.Sync = strings.ToUpper(c.String("clock-sync"))
 				if clock.Sync != nodes.ClockSynchronized && clock.Sync != nodes.ClockUnsynchronized {
-					return nil, types.Invalid("--clock-sync %q: want SYNCHRONIZED or UNSYNCHRONIZED", c.String("clock-sync"))
+					return none, types.Invalid("--clock-sync %q: want SYNCHRONIZED or UNSYNCHRONIZED", c.String("clock-sync"))
 				}
 			}
 			if c.IsSet("clock-max-error") {
 				d := c.Duration("clock-max-error")
 				if d < 0 {
-					return nil, types.Invalid("--clock-max-error %s: want a duration of zero or more", d)
+					return none, types.Invalid("--clock-max-error %s: want a duration of zero or more", d)
 				}
 				clock.MaxError = &d
 			}
 			m := nodes.Measure(c.String("proc-root"), clock)
-			return r.registry(s, cfg).Heartbeat(ctx, args[0], m, ttl, cfg.Nodes.MemoryTightBytes, cmd)
-		}, viewTable, "ttl", "proc-root", "clock-sync", "clock-max-error"),
+			return r.registry(op.store, cfg).Heartbeat(op.ctx, op.args[0], m, ttl, cfg.Nodes.MemoryTightBytes, op.cmd)
+		}, viewRows),
 	}
 }

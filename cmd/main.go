@@ -11,7 +11,6 @@ import (
 	"io"
 	"log/slog"
 	"os"
-	"slices"
 	"strconv"
 	"strings"
 	"time"
@@ -21,14 +20,20 @@ import (
 	"github.com/eru-extend/resources/cmd/config"
 	"github.com/eru-extend/resources/engine"
 	"github.com/eru-extend/resources/nodes"
-	"github.com/eru-extend/resources/overcommit"
-	"github.com/eru-extend/resources/storage"
 	"github.com/eru-extend/resources/store"
 	"github.com/eru-extend/resources/types"
 )
 
 // PluginExitCode is what a failed plugin verb exits with, as core expects.
 const PluginExitCode = 128
+
+// GCPercent is the garbage collector's target the plugin binaries run with.
+// A many-node read holds every record at once; collecting sooner than Go's
+// default (heap twice the live data) keeps the process's peak a small
+// multiple of the records, at a few percent of time (see BENCHMARKS.md).
+// It is a process option: main sets it, not the code a long-running process
+// shares.
+const GCPercent = 50
 
 // Main runs the binary named name (storage or compute) with args (without
 // the program name) and returns its exit status.
@@ -64,8 +69,11 @@ func (r *runner) app() *cli.App {
 		ErrWriter: r.stderr,
 		Flags: []cli.Flag{
 			&cli.StringFlag{Name: "config", Usage: "config file (else $" + config.EnvPath + ", else ./" + r.name + ".yaml, else built-in defaults)"},
+			helpFlag(),
 		},
-		Commands:       append(r.verbCommands(), r.nodesCommand(), r.overcommitCommand()),
+		Commands:       append(r.verbCommands(), r.nodesCommand(), r.overcommitCommand(), helpCommand()),
+		HideHelp:       true,
+		HideVersion:    true,
 		ExitErrHandler: func(*cli.Context, error) {},
 		OnUsageError: func(_ *cli.Context, err error, _ bool) error {
 			return usageError{types.Invalid("%s", err.Error())}
@@ -78,8 +86,49 @@ func (r *runner) app() *cli.App {
 	}
 	for _, c := range app.Commands {
 		quietUsage(c, "")
+		ownHelp(c)
 	}
 	return app
+}
+
+// urfave/cli adds its package-level help flag and help command to every
+// command it runs, and writes parsing state into them: two Mains running at
+// once in one process would share them. Each run builds its own instead.
+
+// helpFlag is a run's own --help; urfave/cli shows help for any flag named
+// so.
+func helpFlag() cli.Flag {
+	return &cli.BoolFlag{Name: "help", Aliases: []string{"h"}, Usage: "show help"}
+}
+
+// helpCommand is a run's own `help [command]`.
+func helpCommand() *cli.Command {
+	return &cli.Command{
+		Name:      "help",
+		Aliases:   []string{"h"},
+		Usage:     "show the commands, or one command's help",
+		ArgsUsage: "[command]",
+		HideHelp:  true,
+		Action: func(c *cli.Context) error {
+			if c.NArg() > 0 {
+				return cli.ShowCommandHelp(c, c.Args().First())
+			}
+			return cli.ShowAppHelp(c)
+		},
+	}
+}
+
+// ownHelp gives c and its subcommands their own help flag instead of the
+// shared one.
+func ownHelp(c *cli.Command) {
+	if c.HideHelp {
+		return
+	}
+	c.HideHelp, c.HideHelpCommand = true, true
+	c.Flags = append(c.Flags, helpFlag())
+	for _, sub := range c.Subcommands {
+		ownHelp(sub)
+	}
 }
 
 // quietUsage makes a malformed command line one error line instead of
@@ -87,7 +136,7 @@ func (r *runner) app() *cli.App {
 func quietUsage(c *cli.Command, parent string) {
 	name := strings.TrimSpace(parent + " " + c.Name)
 	c.OnUsageError = func(_ *cli.Context, err error, _ bool) error {
-		if parent == "" && slices.Contains(engine.Verbs, c.Name) {
+		if _, isVerb := engine.Lookup(c.Name); parent == "" && isVerb {
 			return verbError{verb: c.Name, err: types.Invalid("%s", err.Error())}
 		}
 		return commandError{command: name, err: types.Invalid("%s", err.Error())}
@@ -135,33 +184,17 @@ func (o *opener) close() {
 	}
 }
 
-// plugins are every resource plugin of the cluster, as the registry sees
-// them.
-func plugins() []nodes.Plugin {
-	return []nodes.Plugin{engine.Registered(storage.Plugin{}), engine.Registered(overcommit.Plugin{})}
-}
-
 func policy(cfg *config.Config) nodes.Policy {
 	return nodes.Policy{RequireSession: cfg.Nodes.RequireSession, ClockSkewTolerance: cfg.Nodes.ClockSkewTolerance}
 }
 
-// caller runs plugin verbs for one resource.
-type caller interface {
-	Call(ctx context.Context, verb string, req *types.Request) (any, error)
-}
-
-func (r *runner) engine(cfg *config.Config, open func(context.Context, bool) (store.Store, error)) (caller, error) {
-	switch r.name {
-	case "storage":
-		return &engine.Engine[*storage.Node, *storage.WorkloadRequest]{
-			Res: storage.Plugin{}, Open: open, Plugins: plugins(), Policy: policy(cfg), MaxDeploy: cfg.Scheduler.MaxDeployCount,
-		}, nil
-	case "compute":
-		return &engine.Engine[*overcommit.Node, *overcommit.WorkloadRequest]{
-			Res: overcommit.Plugin{}, Open: open, Plugins: plugins(), Policy: policy(cfg), MaxDeploy: cfg.Scheduler.MaxDeployCount,
-		}, nil
+// engine builds the verb engine of the binary's resource.
+func (r *runner) engine(cfg *config.Config, open func(context.Context, bool) (store.Store, error)) (engine.Handlers, error) {
+	res, ok := lookupResource(r.name)
+	if !ok {
+		return nil, types.Errorf(types.Internal, "no resource is called %q", r.name)
 	}
-	return nil, types.Errorf(types.Internal, "no resource is called %q", r.name)
+	return res.engine(setup{open: open, plugins: plugins(), policy: policy(cfg), maxDeploy: cfg.Scheduler.MaxDeployCount}), nil
 }
 
 // logger writes to the configured log file, or nowhere.

@@ -1,11 +1,6 @@
 package cmd
 
 import (
-	"context"
-	"encoding/json"
-	"io"
-	"strconv"
-
 	"github.com/urfave/cli/v2"
 
 	"github.com/eru-extend/resources/cmd/config"
@@ -27,87 +22,63 @@ func (r *runner) overcommitCommand() *cli.Command {
 			{
 				Name:  "get-defaults",
 				Usage: "the cluster-wide ratios",
-				Flags: []cli.Flag{outputFlag},
-				Action: r.operator("overcommit get-defaults", 0, config.ReadExisting, func(ctx context.Context, _ *cli.Context, s store.Store, _ *config.Config, _ nodes.Command, _ []string) (any, error) {
-					return admin(s).GetDefaults(ctx)
-				}, defaultsTable),
+				Flags: []cli.Flag{outputFlag()},
+				Action: Run(r, spec{"overcommit get-defaults", 0, config.ReadExisting}, func(op *operation) (nodes.Answer[overcommit.Defaults], error) {
+					return read(admin(op.store).GetDefaults(op.ctx))
+				}, defaultsRows),
 			},
 			{
 				Name:  "set-defaults",
 				Usage: "replace both cluster-wide ratios",
 				Flags: mutatingFlags(ratio("cpu"), ratio("memory")),
-				Action: r.operator("overcommit set-defaults", 0, config.WriteExisting, func(ctx context.Context, c *cli.Context, s store.Store, _ *config.Config, cmd nodes.Command, _ []string) (any, error) {
-					if !c.IsSet("cpu") || !c.IsSet("memory") {
-						return nil, types.Invalid("set-defaults replaces both ratios: give --cpu and --memory")
+				Action: Run(r, spec{"overcommit set-defaults", 0, config.WriteExisting}, func(op *operation) (nodes.Answer[overcommit.Defaults], error) {
+					var none nodes.Answer[overcommit.Defaults]
+					if !op.c.IsSet("cpu") || !op.c.IsSet("memory") {
+						return none, types.Invalid("set-defaults replaces both ratios: give --cpu and --memory")
 					}
-					cpu, err := overcommit.ParseRatio("cpu", c.String("cpu"))
+					cpu, err := overcommit.ParseRatio("cpu", op.c.String("cpu"))
 					if err != nil {
-						return nil, err
+						return none, err
 					}
-					mem, err := overcommit.ParseRatio("memory", c.String("memory"))
+					mem, err := overcommit.ParseRatio("memory", op.c.String("memory"))
 					if err != nil {
-						return nil, err
+						return none, err
 					}
-					return admin(s).SetDefaults(ctx, cpu, mem, cmd)
-				}, defaultsTable, "cpu", "memory"),
+					return admin(op.store).SetDefaults(op.ctx, cpu, mem, op.cmd)
+				}, defaultsRows),
 			},
 			{
 				Name:      "get-node",
 				Usage:     "the ratios in effect on a node and where they come from",
 				ArgsUsage: "NODE",
-				Flags:     []cli.Flag{outputFlag},
-				Action: r.operator("overcommit get-node", 1, config.ReadExisting, func(ctx context.Context, _ *cli.Context, s store.Store, _ *config.Config, _ nodes.Command, args []string) (any, error) {
-					return admin(s).GetNode(ctx, args[0])
-				}, nodeRatiosTable),
+				Flags:     []cli.Flag{outputFlag()},
+				Action: Run(r, spec{"overcommit get-node", 1, config.ReadExisting}, func(op *operation) (nodes.Answer[overcommit.NodeOvercommit], error) {
+					return read(admin(op.store).GetNode(op.ctx, op.args[0]))
+				}, nodeRatiosRows),
 			},
 			{
 				Name:      "set-node",
 				Usage:     "replace a node's overrides; a ratio left out follows the default again",
 				ArgsUsage: "NODE",
 				Flags:     mutatingFlags(ratio("cpu"), ratio("memory")),
-				Action: r.operator("overcommit set-node", 1, config.WriteExisting, func(ctx context.Context, c *cli.Context, s store.Store, _ *config.Config, cmd nodes.Command, args []string) (any, error) {
+				Action: Run(r, spec{"overcommit set-node", 1, config.WriteExisting}, func(op *operation) (nodes.Answer[overcommit.NodeOvercommit], error) {
 					var cpu, mem *int64
 					for _, f := range []struct {
 						name string
 						dst  **int64
 					}{{"cpu", &cpu}, {"memory", &mem}} {
-						if !c.IsSet(f.name) {
+						if !op.c.IsSet(f.name) {
 							continue
 						}
-						v, err := overcommit.ParseRatio(f.name, c.String(f.name))
+						v, err := overcommit.ParseRatio(f.name, op.c.String(f.name))
 						if err != nil {
-							return nil, err
+							return nodes.Answer[overcommit.NodeOvercommit]{}, err
 						}
 						*f.dst = &v
 					}
-					return admin(s).SetNode(ctx, args[0], cpu, mem, cmd)
-				}, nodeRatiosTable, "cpu", "memory"),
+					return admin(op.store).SetNode(op.ctx, op.args[0], cpu, mem, op.cmd)
+				}, nodeRatiosRows),
 			},
 		},
 	}
-}
-
-func defaultsTable(w io.Writer, raw json.RawMessage) error {
-	var d overcommit.Defaults
-	if err := json.Unmarshal(raw, &d); err != nil {
-		return err
-	}
-	return table(w, [][]string{
-		{"CPU RATIO", strconv.FormatInt(d.CPU, 10)},
-		{"MEMORY RATIO", strconv.FormatInt(d.Memory, 10)},
-		{"VERSION", strconv.FormatInt(d.Version, 10)},
-	})
-}
-
-func nodeRatiosTable(w io.Writer, raw json.RawMessage) error {
-	var n overcommit.NodeOvercommit
-	if err := json.Unmarshal(raw, &n); err != nil {
-		return err
-	}
-	return table(w, [][]string{
-		{"NODE", n.NodeID},
-		{"CPU RATIO", strconv.FormatInt(n.CPU.Ratio, 10) + " (" + string(n.CPU.Source) + ")"},
-		{"MEMORY RATIO", strconv.FormatInt(n.Memory.Ratio, 10) + " (" + string(n.Memory.Source) + ")"},
-		{"VERSION", strconv.FormatInt(n.Version, 10)},
-	})
 }

@@ -3,36 +3,19 @@ package cmd
 import (
 	"encoding/json"
 	"fmt"
-	"io"
-	"sort"
 	"strconv"
 	"strings"
 	"time"
 
 	"github.com/eru-extend/resources/nodes"
+	"github.com/eru-extend/resources/overcommit"
+	"github.com/eru-extend/resources/types"
 )
 
-// viewTable prints one registration (or isolate's answer) as rows of
-// field and value.
-func viewTable(w io.Writer, raw json.RawMessage) error {
-	var iso nodes.IsolateResult
-	if err := json.Unmarshal(raw, &iso); err == nil && iso.Node != nil {
-		rows := viewRows(iso.Node)
-		rows = append(rows,
-			[]string{"RELEASED VOLUMES", strconv.FormatInt(iso.ReleasedVolumes, 10)},
-			[]string{"RELEASED STORAGE BYTES", strconv.FormatInt(iso.ReleasedStorageBytes, 10)},
-			[]string{"RELEASED CPU MILLIS", strconv.FormatInt(iso.ReleasedCPUMillis, 10)},
-			[]string{"RELEASED MEMORY BYTES", strconv.FormatInt(iso.ReleasedMemoryBytes, 10)},
-		)
-		return table(w, rows)
-	}
-	var v nodes.View
-	if err := json.Unmarshal(raw, &v); err != nil {
-		return err
-	}
-	return table(w, viewRows(&v))
-}
+// The human tables of the operator commands (-o table), one function per
+// answer type.
 
+// viewRows are one registration as rows of field and value.
 func viewRows(v *nodes.View) [][]string {
 	rows := [][]string{
 		{"NODE", v.NodeID},
@@ -62,15 +45,10 @@ func viewRows(v *nodes.View) [][]string {
 			rows = append(rows, []string{"MEMORY TIGHT SINCE", o.MemoryTight.Since.Format(time.RFC3339)})
 		}
 	}
-	for _, name := range sortedNames(v.Released) {
+	for _, name := range types.SortedKeys(v.Released) {
 		rows = append(rows, []string{"RELEASED " + strings.ToUpper(name), compact(v.Released[name])})
 	}
-	names := make([]string, 0, len(v.Resources))
-	for n := range v.Resources {
-		names = append(names, n)
-	}
-	sort.Strings(names)
-	for _, n := range names {
+	for _, n := range types.SortedKeys(v.Resources) {
 		rows = append(rows,
 			[]string{strings.ToUpper(n) + " CAPACITY", compact(v.Resources[n].Capacity)},
 			[]string{strings.ToUpper(n) + " USAGE", compact(v.Resources[n].Usage)},
@@ -79,20 +57,41 @@ func viewRows(v *nodes.View) [][]string {
 	return rows
 }
 
-// listTable prints `nodes list` one node a row.
-func listTable(w io.Writer, raw json.RawMessage) error {
-	var list struct {
-		Nodes []*nodes.View `json:"nodes"`
+// isolateRows are isolate's answer: the record, then each released figure
+// (released_volumes reads RELEASED VOLUMES).
+func isolateRows(iso *nodes.IsolateResult) [][]string {
+	rows := viewRows(iso.Node)
+	for _, f := range iso.Figures {
+		rows = append(rows, []string{strings.ToUpper(strings.ReplaceAll(f.Name, "_", " ")), strconv.FormatInt(f.Value, 10)})
 	}
-	if err := json.Unmarshal(raw, &list); err != nil {
-		return err
-	}
+	return rows
+}
+
+// listRows are `nodes list`, one node a row.
+func listRows(list nodeList) [][]string {
 	rows := [][]string{{"NODE", "STATUS", "ADMISSION", "DRAIN", "ISOLATED", "INCARNATION", "VERSION", "SESSION"}}
 	for _, v := range list.Nodes {
 		rows = append(rows, []string{v.NodeID, string(v.Status), string(v.Admission), strconv.FormatBool(v.Drain),
 			strconv.FormatBool(v.Isolated), strconv.FormatInt(v.Incarnation, 10), strconv.FormatInt(v.Version, 10), sessionText(v.Session)})
 	}
-	return table(w, rows)
+	return rows
+}
+
+func defaultsRows(d overcommit.Defaults) [][]string {
+	return [][]string{
+		{"CPU RATIO", strconv.FormatInt(d.CPU, 10)},
+		{"MEMORY RATIO", strconv.FormatInt(d.Memory, 10)},
+		{"VERSION", strconv.FormatInt(d.Version, 10)},
+	}
+}
+
+func nodeRatiosRows(n overcommit.NodeOvercommit) [][]string {
+	return [][]string{
+		{"NODE", n.NodeID},
+		{"CPU RATIO", strconv.FormatInt(n.CPU.Ratio, 10) + " (" + string(n.CPU.Source) + ")"},
+		{"MEMORY RATIO", strconv.FormatInt(n.Memory.Ratio, 10) + " (" + string(n.Memory.Source) + ")"},
+		{"VERSION", strconv.FormatInt(n.Version, 10)},
+	}
 }
 
 func sessionText(s nodes.SessionView) string {
@@ -119,13 +118,4 @@ func compact(v any) string {
 		return "?"
 	}
 	return string(b)
-}
-
-func sortedNames(m map[string]any) []string {
-	out := make([]string, 0, len(m))
-	for k := range m {
-		out = append(out, k)
-	}
-	sort.Strings(out)
-	return out
 }

@@ -7,7 +7,6 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"slices"
 	"time"
 	"unicode/utf8"
 
@@ -21,33 +20,13 @@ import (
 // MaxRequest is the largest request read from stdin.
 const MaxRequest = 16 << 20
 
-// verbsWithoutInput need no request, so they do not wait on stdin.
-var verbsWithoutInput = []string{"name", "get-metrics-description"}
-
-var verbUsage = map[string]string{
-	"name":                       "print the resource's name",
-	"add-node":                   "record a new node's capacity: {nodename, resource, info}",
-	"remove-node":                "forget a node: {nodename}",
-	"get-nodes-deploy-capacity":  "how many workloads fit on each node: {nodenames, workload_resource}",
-	"set-node-resource-capacity": "change a node's capacity: {nodename, resource, resource_request, delta, incr}",
-	"get-node-resource-info":     "a node's capacity, usage and diffs: {nodename, workloads_resource}",
-	"set-node-resource-info":     "restore a node's capacity and usage: {nodename, capacity, usage}",
-	"set-node-resource-usage":    "change a node's usage: {nodename, resource, resource_request, workloads_resource, delta, incr}",
-	"get-most-idle-node":         "pick a node to build on: {nodenames}",
-	"fix-node-resource":          "rewrite a node's usage from its workloads: {nodename, workloads_resource}",
-	"calculate-deploy":           "plan workloads on a node: {nodename, deploy_count, workload_resource_request}",
-	"calculate-realloc":          "plan a workload's resize: {nodename, workload_resource, workload_resource_request}",
-	"calculate-remap":            "remap running workloads (a no-op): {nodename, workloads_resource}",
-	"get-metrics-description":    "declare the metrics",
-	"get-metrics":                "a node's metrics: {podname, nodename} or {nodes: [...]}",
-}
-
 func (r *runner) verbCommands() []*cli.Command {
-	out := make([]*cli.Command, 0, len(engine.Verbs))
-	for _, verb := range engine.Verbs {
+	table := engine.Table()
+	out := make([]*cli.Command, 0, len(table))
+	for _, verb := range table {
 		out = append(out, &cli.Command{
-			Name:      verb,
-			Usage:     verbUsage[verb],
+			Name:      verb.Name,
+			Usage:     verb.Usage,
 			Category:  "core plugin verbs (JSON on stdin, JSON on stdout)",
 			ArgsUsage: " ",
 			Action:    r.runVerb(verb),
@@ -56,14 +35,15 @@ func (r *runner) verbCommands() []*cli.Command {
 	return out
 }
 
-func (r *runner) runVerb(verb string) cli.ActionFunc {
+func (r *runner) runVerb(v engine.Verb) cli.ActionFunc {
+	verb := v.Name
 	return func(c *cli.Context) error {
 		start := time.Now()
 		if c.NArg() > 0 {
 			return verbError{verb: verb, err: types.Invalid("unexpected argument %q: the request comes on stdin", c.Args().First())}
 		}
 		req := &types.Request{}
-		if !slices.Contains(verbsWithoutInput, verb) {
+		if v.Input {
 			if err := decodeRequest(r.stdin, req); err != nil {
 				return verbError{verb: verb, err: err}
 			}
@@ -71,7 +51,7 @@ func (r *runner) runVerb(verb string) cli.ActionFunc {
 		// Verbs that need nothing configured answer without reading the
 		// config, so they work (and stay fast) anywhere.
 		cfg := config.Default("")
-		if !slices.Contains(verbsWithoutInput, verb) {
+		if v.Input {
 			var err error
 			if cfg, err = r.config(); err != nil {
 				return verbError{verb: verb, node: req.Nodename, err: err}
@@ -92,7 +72,7 @@ func (r *runner) runVerb(verb string) cli.ActionFunc {
 		}
 		ctx, cancel := withTimeout(cfg)
 		defer cancel()
-		answer, err := eng.Call(ctx, verb, req)
+		answer, err := engine.Call(ctx, eng, verb, req)
 		if err != nil {
 			log.Info("verb failed", "verb", verb, "node", req.Nodename, "took", since(start), "class", types.ClassOf(err), "error", err.Error())
 			return verbError{verb: verb, node: req.Nodename, err: err}

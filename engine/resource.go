@@ -1,8 +1,13 @@
-// Package plugin serves eru core's binary plugin protocol for one resource:
-// it reads the node records and registrations a verb needs in one
-// consistent read, asks the node registry whether a node may take new work,
-// hands the records to the resource's pure decisions, and writes the results
-// back in one compare-and-swap transaction, retried on conflict.
+// Package engine serves eru core's binary plugin protocol for one resource
+// (docs/protocol.md): it reads the node records and registrations a verb
+// needs in one consistent read, asks the node registry whether a node may
+// take new work, hands the records to the resource's pure decisions, and
+// writes the results back in one compare-and-swap transaction, retried on
+// conflict.
+//
+// Every verb is one row of the table in verbs.go; its handler lives in
+// nodeverbs.go (verbs that write one node) or placement.go (verbs that plan
+// or report). read.go holds the reads, write.go the transaction.
 //
 // A resource (storage, compute) implements Resource; nothing in it knows of
 // the store, the registry or JSON on stdin.
@@ -18,9 +23,9 @@ import (
 // Env is what a resource's decisions may read besides the node record.
 type Env = types.Env
 
-// Records is how a resource's node records are stored and what the node
-// registry needs of them. N is the decoded record.
-type Records[N any] interface {
+// Codec is how a resource's node records are stored and shown. N is the
+// decoded record.
+type Codec[N any] interface {
 	// Name is the resource's name in core ("storage", "compute").
 	Name() string
 	// SharedKeys are store keys read with every record (cluster defaults);
@@ -33,6 +38,11 @@ type Records[N any] interface {
 	Empty() N
 	// View is the record's capacity and usage as the verbs answer them.
 	View(n N, env Env) (capacity, usage any)
+}
+
+// Usage is what the node registry's isolation ledger needs of a record's
+// usage.
+type Usage[N any] interface {
 	// Held flattens the record's usage; WithHeld sets it back.
 	Held(n N) types.Amounts
 	WithHeld(n N, a types.Amounts) N
@@ -41,41 +51,62 @@ type Records[N any] interface {
 	// LedgerView renders released amounts in the resource's usage shape.
 	LedgerView(a types.Amounts) any
 	// IsolationFigures are this resource's counts in `nodes isolate`'s
-	// answer (released_volumes, released_storage_bytes, ...).
-	IsolationFigures(a types.Amounts) map[string]int64
+	// answer, every one of them, in a fixed order (zero for no amounts).
+	IsolationFigures(a types.Amounts) []types.Figure
 }
 
-// Resource is one resource plugin's decisions for every verb. W is a parsed
-// workload request.
-type Resource[N any, W any] interface {
-	Records[N]
+// Records is a resource's node records as the node registry sees them.
+type Records[N any] interface {
+	Codec[N]
+	Usage[N]
+}
 
+// Writes are the decisions of the verbs that write one node.
+type Writes[N any] interface {
 	AddNode(request json.RawMessage, info *types.EngineInfo) (N, error)
-	SetCapacity(n N, resource, request json.RawMessage, delta, incr bool) (N, error)
+	// SetCapacity applies a capacity change the engine picked by the
+	// protocol's precedence rule (types.ChangeOf).
+	SetCapacity(n N, change types.Change, delta, incr bool) (N, error)
 	// Restore builds a record from set-node-resource-info: what
 	// get-node-resource-info answered, replayed to undo a remove-node.
 	Restore(capacity, usage json.RawMessage) (N, error)
 	// NextUsage computes a usage write without validating it: the registry
 	// may still absorb decreases into its ledger, then Settle validates.
-	NextUsage(n N, resource, request, workloads json.RawMessage, delta, incr bool) (N, error)
+	NextUsage(n N, change types.Change, delta, incr bool) (N, error)
 	// Recompute sums the workloads' usage, less what the isolation ledger
 	// released: the record with that usage (not validated: reporting diffs
 	// must work whatever the workloads hold) and the disagreements with what
 	// is stored.
 	Recompute(n N, workloads json.RawMessage, released types.Amounts) (N, []string, error)
+}
 
+// Placement is the decisions of the verbs that plan workloads. W is a parsed
+// workload request.
+type Placement[N any, W any] interface {
 	ParseRequest(raw json.RawMessage) (W, error)
 	DeployCapacity(n N, w W, env Env) types.NodeCapacity
 	Deploy(n N, w W, count int, env Env) (*types.Deploy, error)
 	// Realloc answers calculate-realloc and whether the change grows the
 	// workload (a node that takes no new work refuses growth only).
 	Realloc(n N, workload, request json.RawMessage, env Env) (*types.Realloc, bool, error)
-	Remap(n N, workloads json.RawMessage, env Env) (*types.Remap, error)
 	// MostIdle picks a node to build on; load reads the nodes' records and
 	// is called only by a resource that needs them.
 	MostIdle(nodenames []string, load func() (map[string]N, Env, error)) (*types.MostIdle, error)
+}
+
+// Metrics declares and samples a resource's gauges.
+type Metrics[N any] interface {
 	MetricsDescription() []types.MetricDescription
 	Metrics(podname, nodename string, n N, env Env) []types.Metric
+}
+
+// Resource is one resource plugin: its records and its decisions for every
+// verb.
+type Resource[N any, W any] interface {
+	Records[N]
+	Writes[N]
+	Placement[N, W]
+	Metrics[N]
 }
 
 // registered adapts a resource's records to the node registry's view.
@@ -113,6 +144,6 @@ func (p registered[N]) Release(data []byte) ([]byte, types.Amounts, error) {
 
 func (p registered[N]) LedgerView(a types.Amounts) any { return p.r.LedgerView(a) }
 
-func (p registered[N]) IsolationFigures(a types.Amounts) map[string]int64 {
+func (p registered[N]) IsolationFigures(a types.Amounts) []types.Figure {
 	return p.r.IsolationFigures(a)
 }

@@ -45,16 +45,24 @@ func (c Command) CheckVersion(what string, have int64) error {
 	return nil
 }
 
+// Answer is an operator command's answer: the typed value, and the JSON
+// it is printed as (for a replay, the first answer exactly as it was kept).
+type Answer[T any] struct {
+	Value T
+	JSON  json.RawMessage
+}
+
 // Run runs one operator command as a transaction over keys: fn decides and
 // returns the answer; its writes, together with the answer kept for
 // replays, commit only if none of the keys changed. A replay of the command
 // answers the kept answer without calling fn.
-func Run(ctx context.Context, s store.Store, cmd Command, keys []string, now time.Time, fn func(tx *store.Tx) (any, error)) (json.RawMessage, error) {
+func Run[T any](ctx context.Context, s store.Store, cmd Command, keys []string, now time.Time, fn func(tx *store.Tx) (T, error)) (Answer[T], error) {
 	if cmd.ID != "" {
 		keys = append(keys, CommandKey(cmd.ID))
 	}
-	var answer json.RawMessage
+	var answer Answer[T]
 	err := store.Update(ctx, s, keys, func(tx *store.Tx) error {
+		answer = Answer[T]{}
 		if cmd.ID != "" {
 			if data, ok := tx.Get(CommandKey(cmd.ID)); ok {
 				var rec commandRecord
@@ -64,7 +72,10 @@ func Run(ctx context.Context, s store.Store, cmd Command, keys []string, now tim
 				if rec.Args != cmd.Args {
 					return types.Errorf(types.AlreadyExists, "command id %s was used for %q", cmd.ID, rec.Args)
 				}
-				answer = rec.Answer
+				if err := json.Unmarshal(rec.Answer, &answer.Value); err != nil {
+					return types.Wrap(types.Internal, err, "command "+cmd.ID+" answer is corrupt")
+				}
+				answer.JSON = rec.Answer
 				return nil
 			}
 		}
@@ -72,11 +83,13 @@ func Run(ctx context.Context, s store.Store, cmd Command, keys []string, now tim
 		if err != nil {
 			return err
 		}
-		if answer, err = encode(out); err != nil {
+		data, err := encode(out)
+		if err != nil {
 			return err
 		}
+		answer = Answer[T]{Value: out, JSON: data}
 		if cmd.ID != "" {
-			rec, err := json.Marshal(commandRecord{Args: cmd.Args, Answer: answer, At: now.UTC()})
+			rec, err := json.Marshal(commandRecord{Args: cmd.Args, Answer: data, At: now.UTC()})
 			if err != nil {
 				return err
 			}

@@ -1,7 +1,7 @@
 // Package nodes is the node registry every placement of every plugin obeys:
 // a node's admission, drain, isolation and retirement, its live session and
 // the observations its heartbeat reports, and the ledger of usage released
-// when it was isolated (nodes.md).
+// when it was isolated (docs/nodes.md).
 //
 // The registration record, its derived status and the rules of each
 // transition are pure values and functions in this file and ledger.go;
@@ -41,7 +41,9 @@ const (
 )
 
 // Statuses lists every status, for validating a --status filter.
-var Statuses = []Status{StatusSyncing, StatusReady, StatusDraining, StatusDrained, StatusUnavailable, StatusRevoked, StatusRetired}
+func Statuses() []Status {
+	return []Status{StatusSyncing, StatusReady, StatusDraining, StatusDrained, StatusUnavailable, StatusRevoked, StatusRetired}
+}
 
 // Keys of the registry, relative to the store prefix.
 const (
@@ -206,10 +208,6 @@ func (r *Registration) Refusal(live bool, p Policy) string {
 	}
 	return ""
 }
-
-// Touch advances the version and the update time: every write of the
-// registration but a heartbeat's calls it.
-func (r *Registration) Touch(now time.Time) { r.touch(now) }
 
 // touch advances the version and the update time.
 func (r *Registration) touch(now time.Time) {

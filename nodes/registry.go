@@ -17,14 +17,7 @@ type Registry struct {
 	Store   store.Store
 	Plugins []Plugin
 	Policy  Policy
-	Now     func() time.Time
-}
-
-func (r *Registry) now() time.Time {
-	if r.Now != nil {
-		return r.Now()
-	}
-	return time.Now()
+	Clock   types.Clock
 }
 
 // nodeKeys are the keys one node's operator command reads.
@@ -119,9 +112,9 @@ func (r *Registry) load(tx *store.Tx, node string, cmd Command) (*nodeState, map
 // change runs a transition on an existing registration as one command:
 // decide returns whether it changed anything; the answer is the record
 // after.
-func (r *Registry) change(ctx context.Context, node string, cmd Command, decide func(st *nodeState, holds bool, status Status) (bool, error)) (json.RawMessage, error) {
-	now := r.now()
-	return Run(ctx, r.Store, cmd, r.nodeKeys(node), now, func(tx *store.Tx) (any, error) {
+func (r *Registry) change(ctx context.Context, node string, cmd Command, decide func(st *nodeState, holds bool, status Status) (bool, error)) (Answer[*View], error) {
+	now := r.Clock.Now()
+	return Run(ctx, r.Store, cmd, r.nodeKeys(node), now, func(tx *store.Tx) (*View, error) {
 		st, shared, before, err := r.load(tx, node, cmd)
 		if err != nil {
 			return nil, err
@@ -156,7 +149,7 @@ func refuse(node string, status Status, why string) error {
 
 // Drain stops new work landing on the node; it reaches DRAINED by itself
 // once the node holds no usage.
-func (r *Registry) Drain(ctx context.Context, node string, cmd Command) (json.RawMessage, error) {
+func (r *Registry) Drain(ctx context.Context, node string, cmd Command) (Answer[*View], error) {
 	return r.change(ctx, node, cmd, func(st *nodeState, _ bool, status Status) (bool, error) {
 		if st.reg.Admission == Retired {
 			return false, refuse(node, status, "a retired node cannot be drained")
@@ -170,7 +163,7 @@ func (r *Registry) Drain(ctx context.Context, node string, cmd Command) (json.Ra
 }
 
 // CancelDrain lets the node take new work again.
-func (r *Registry) CancelDrain(ctx context.Context, node string, cmd Command) (json.RawMessage, error) {
+func (r *Registry) CancelDrain(ctx context.Context, node string, cmd Command) (Answer[*View], error) {
 	return r.change(ctx, node, cmd, func(st *nodeState, _ bool, status Status) (bool, error) {
 		if st.reg.Admission == Retired {
 			return false, refuse(node, status, "a retired node cannot take work again")
@@ -186,7 +179,7 @@ func (r *Registry) CancelDrain(ctx context.Context, node string, cmd Command) (j
 // Retire ends the node for good, leaving a RETIRED tombstone. Only a
 // drained node holding no usage, or an isolated one, may be retired;
 // retiring a retired node answers the tombstone.
-func (r *Registry) Retire(ctx context.Context, node string, cmd Command) (json.RawMessage, error) {
+func (r *Registry) Retire(ctx context.Context, node string, cmd Command) (Answer[*View], error) {
 	return r.change(ctx, node, cmd, func(st *nodeState, holds bool, status Status) (bool, error) {
 		switch {
 		case st.reg.Admission == Retired:
@@ -203,7 +196,7 @@ func (r *Registry) Retire(ctx context.Context, node string, cmd Command) (json.R
 }
 
 // Revoke withdraws the node's admission: no placement, heartbeats refused.
-func (r *Registry) Revoke(ctx context.Context, node string, cmd Command) (json.RawMessage, error) {
+func (r *Registry) Revoke(ctx context.Context, node string, cmd Command) (Answer[*View], error) {
 	return r.change(ctx, node, cmd, func(st *nodeState, _ bool, status Status) (bool, error) {
 		switch st.reg.Admission {
 		case Retired:
@@ -217,7 +210,7 @@ func (r *Registry) Revoke(ctx context.Context, node string, cmd Command) (json.R
 }
 
 // Admit restores a revoked node's admission.
-func (r *Registry) Admit(ctx context.Context, node string, cmd Command) (json.RawMessage, error) {
+func (r *Registry) Admit(ctx context.Context, node string, cmd Command) (Answer[*View], error) {
 	return r.change(ctx, node, cmd, func(st *nodeState, _ bool, status Status) (bool, error) {
 		switch st.reg.Admission {
 		case Retired:
@@ -230,21 +223,12 @@ func (r *Registry) Admit(ctx context.Context, node string, cmd Command) (json.Ra
 	})
 }
 
-// IsolateResult is isolate's answer.
-type IsolateResult struct {
-	Node                 *View `json:"node"`
-	ReleasedVolumes      int64 `json:"released_volumes"`
-	ReleasedStorageBytes int64 `json:"released_storage_bytes"`
-	ReleasedCPUMillis    int64 `json:"released_cpu_millis"`
-	ReleasedMemoryBytes  int64 `json:"released_memory_bytes"`
-}
-
 // Isolate records that the node's host is gone: refused while its session
 // is live; in one transaction every plugin's usage on the node moves into
 // the registration's ledger. Isolating an isolated node releases nothing.
-func (r *Registry) Isolate(ctx context.Context, node string, cmd Command) (json.RawMessage, error) {
-	now := r.now()
-	return Run(ctx, r.Store, cmd, r.nodeKeys(node), now, func(tx *store.Tx) (any, error) {
+func (r *Registry) Isolate(ctx context.Context, node string, cmd Command) (Answer[*IsolateResult], error) {
+	now := r.Clock.Now()
+	return Run(ctx, r.Store, cmd, r.nodeKeys(node), now, func(tx *store.Tx) (*IsolateResult, error) {
 		st, shared, before, err := r.load(tx, node, cmd)
 		if err != nil {
 			return nil, err
@@ -255,10 +239,16 @@ func (r *Registry) Isolate(ctx context.Context, node string, cmd Command) (json.
 		case st.session != nil:
 			return nil, refuse(node, before.Status, fmt.Sprintf("its session is live until %s; isolate a node only once its host is gone", st.session.ExpiresAt.UTC().Format(time.RFC3339)))
 		case st.reg.Isolated:
-			return &IsolateResult{Node: before}, nil
+			res := &IsolateResult{Node: before}
+			for _, p := range r.Plugins {
+				res.Figures = append(res.Figures, p.IsolationFigures(nil)...)
+			}
+			return res, nil
 		}
 		res := &IsolateResult{}
-		figures := map[string]int64{}
+		for _, p := range r.Plugins {
+			res.Figures = append(res.Figures, p.IsolationFigures(nil)...)
+		}
 		for _, p := range r.Plugins {
 			data, ok := st.records[p.Name()]
 			if !ok {
@@ -276,9 +266,7 @@ func (r *Registry) Isolate(ctx context.Context, node string, cmd Command) (json.
 			}
 			tx.Put(p.RecordPrefix()+node, next)
 			st.records[p.Name()] = next
-			for k, v := range p.IsolationFigures(held) {
-				figures[k] += v
-			}
+			res.add(p.IsolationFigures(held))
 		}
 		st.reg.Isolated = true
 		st.reg.IsolatedIncarnation = st.reg.Incarnation
@@ -289,10 +277,6 @@ func (r *Registry) Isolate(ctx context.Context, node string, cmd Command) (json.
 		if res.Node, err = st.view(r.Plugins, shared, r.Policy); err != nil {
 			return nil, err
 		}
-		res.ReleasedVolumes = figures["released_volumes"]
-		res.ReleasedStorageBytes = figures["released_storage_bytes"]
-		res.ReleasedCPUMillis = figures["released_cpu_millis"]
-		res.ReleasedMemoryBytes = figures["released_memory_bytes"]
 		return res, nil
 	})
 }
@@ -301,9 +285,9 @@ func (r *Registry) Isolate(ctx context.Context, node string, cmd Command) (json.
 // measured on its host. A node that never registered is registered by its
 // first heartbeat; a new boot id starts a new incarnation, which clears
 // isolation. Retired and revoked nodes are refused.
-func (r *Registry) Heartbeat(ctx context.Context, node string, m Measurement, ttl time.Duration, memoryTight int64, cmd Command) (json.RawMessage, error) {
-	now := r.now()
-	return Run(ctx, r.Store, cmd, r.nodeKeys(node), now, func(tx *store.Tx) (any, error) {
+func (r *Registry) Heartbeat(ctx context.Context, node string, m Measurement, ttl time.Duration, memoryTight int64, cmd Command) (Answer[*View], error) {
+	now := r.Clock.Now()
+	return Run(ctx, r.Store, cmd, r.nodeKeys(node), now, func(tx *store.Tx) (*View, error) {
 		st, err := readState(node, tx.Get, r.Plugins)
 		if err != nil {
 			return nil, err

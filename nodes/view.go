@@ -23,8 +23,9 @@ type Plugin interface {
 	Release(record []byte) ([]byte, types.Amounts, error)
 	// LedgerView renders released amounts in the plugin's usage shape.
 	LedgerView(a types.Amounts) any
-	// IsolationFigures are the plugin's counts in isolate's answer.
-	IsolationFigures(a types.Amounts) map[string]int64
+	// IsolationFigures are the plugin's counts in isolate's answer, every
+	// one of them, in a fixed order (zero for no amounts).
+	IsolationFigures(a types.Amounts) []types.Figure
 }
 
 // View is a registration as `nodes get` prints it.

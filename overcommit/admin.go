@@ -3,7 +3,6 @@ package overcommit
 import (
 	"context"
 	"encoding/json"
-	"time"
 
 	"github.com/eru-extend/resources/nodes"
 	"github.com/eru-extend/resources/store"
@@ -16,14 +15,7 @@ func RecordKey(node string) string { return nodes.RecordPrefix("compute") + node
 // Admin runs the overcommit operator commands against a store.
 type Admin struct {
 	Store store.Store
-	Now   func() time.Time
-}
-
-func (a *Admin) now() time.Time {
-	if a.Now != nil {
-		return a.Now()
-	}
-	return time.Now()
+	Clock types.Clock
 }
 
 // GetDefaults reads the cluster-wide ratios.
@@ -36,26 +28,26 @@ func (a *Admin) GetDefaults(ctx context.Context) (Defaults, error) {
 }
 
 // SetDefaults replaces both cluster-wide ratios and advances their version.
-func (a *Admin) SetDefaults(ctx context.Context, cpu, memory int64, cmd nodes.Command) (json.RawMessage, error) {
+func (a *Admin) SetDefaults(ctx context.Context, cpu, memory int64, cmd nodes.Command) (nodes.Answer[Defaults], error) {
 	if err := CheckRatio("cpu", cpu); err != nil {
-		return nil, err
+		return nodes.Answer[Defaults]{}, err
 	}
 	if err := CheckRatio("memory", memory); err != nil {
-		return nil, err
+		return nodes.Answer[Defaults]{}, err
 	}
-	return nodes.Run(ctx, a.Store, cmd, []string{DefaultsKey}, a.now(), func(tx *store.Tx) (any, error) {
+	return nodes.Run(ctx, a.Store, cmd, []string{DefaultsKey}, a.Clock.Now(), func(tx *store.Tx) (Defaults, error) {
 		data, ok := tx.Get(DefaultsKey)
 		d, err := DecodeDefaults(data, ok)
 		if err != nil {
-			return nil, err
+			return Defaults{}, err
 		}
 		if err := cmd.CheckVersion("overcommit defaults", d.Version); err != nil {
-			return nil, err
+			return Defaults{}, err
 		}
 		d = Defaults{CPU: cpu, Memory: memory, Version: d.Version + 1}
 		out, err := json.Marshal(d)
 		if err != nil {
-			return nil, err
+			return Defaults{}, err
 		}
 		tx.Put(DefaultsKey, out)
 		return d, nil
@@ -107,30 +99,31 @@ func (a *Admin) GetNode(ctx context.Context, node string) (NodeOvercommit, error
 
 // SetNode replaces a node's overrides: a ratio left out (nil) clears that
 // override, so the node follows the default again.
-func (a *Admin) SetNode(ctx context.Context, node string, cpu, memory *int64, cmd nodes.Command) (json.RawMessage, error) {
-	if cpu != nil {
-		if err := CheckRatio("cpu", *cpu); err != nil {
-			return nil, err
+func (a *Admin) SetNode(ctx context.Context, node string, cpu, memory *int64, cmd nodes.Command) (nodes.Answer[NodeOvercommit], error) {
+	for _, r := range []struct {
+		what  string
+		ratio *int64
+	}{{"cpu", cpu}, {"memory", memory}} {
+		if r.ratio == nil {
+			continue
+		}
+		if err := CheckRatio(r.what, *r.ratio); err != nil {
+			return nodes.Answer[NodeOvercommit]{}, err
 		}
 	}
-	if memory != nil {
-		if err := CheckRatio("memory", *memory); err != nil {
-			return nil, err
-		}
-	}
-	return nodes.Run(ctx, a.Store, cmd, []string{RecordKey(node), DefaultsKey}, a.now(), func(tx *store.Tx) (any, error) {
+	return nodes.Run(ctx, a.Store, cmd, []string{RecordKey(node), DefaultsKey}, a.Clock.Now(), func(tx *store.Tx) (NodeOvercommit, error) {
 		n, d, err := a.read(node, tx.Get)
 		if err != nil {
-			return nil, err
+			return NodeOvercommit{}, err
 		}
 		if err := cmd.CheckVersion("node "+node+" compute record", n.Version); err != nil {
-			return nil, err
+			return NodeOvercommit{}, err
 		}
 		n.Override = Override{CPU: cpu, Memory: memory}
 		n.Version++
 		out, err := json.Marshal(n)
 		if err != nil {
-			return nil, err
+			return NodeOvercommit{}, err
 		}
 		tx.Put(RecordKey(node), out)
 		return nodeOvercommit(node, n, d), nil

@@ -1,7 +1,6 @@
 package overcommit
 
 import (
-	"math"
 	"strconv"
 
 	"github.com/eru-extend/resources/types"
@@ -49,7 +48,7 @@ func (n *Node) Admit(w *WorkloadRequest, count int, d Defaults, maxDeploy int) e
 	if count > maxDeploy {
 		return types.Errorf(types.ResourceExhausted, "deploy_count %d is above scheduler.max_deploy_count %d", count, maxDeploy)
 	}
-	return n.fits(Amount{CPUMillis: mulSat(w.CPURequestMillis, int64(count)), MemoryBytes: mulSat(w.MemoryRequest, int64(count))}, d,
+	return n.fits(Amount{CPUMillis: types.MulSat(w.CPURequestMillis, int64(count)), MemoryBytes: types.MulSat(w.MemoryRequest, int64(count))}, d,
 		func(resource string) string {
 			each := w.CPURequestMillis
 			if resource == "memory" {
@@ -64,15 +63,22 @@ func (n *Node) Admit(w *WorkloadRequest, count int, d Defaults, maxDeploy int) e
 func (n *Node) fits(more Amount, d Defaults, why func(resource string) string) error {
 	s := n.Schedulable(d)
 	cpu, mem := n.Ratios(d)
-	if more.CPUMillis > 0 && n.Usage.CPUMillis+more.CPUMillis > s.CPUMillis {
+	if more.CPUMillis > 0 && !within(n.Usage.CPUMillis, more.CPUMillis, s.CPUMillis) {
 		return types.Errorf(types.ResourceExhausted, "cpu: need %d millicores (%s), have %d left: %d used of %d schedulable (host %d millicores x ratio %d)",
 			more.CPUMillis, why("cpu"), max(0, s.CPUMillis-n.Usage.CPUMillis), n.Usage.CPUMillis, s.CPUMillis, n.Capacity.CPUMillis, cpu.Ratio)
 	}
-	if more.MemoryBytes > 0 && n.Usage.MemoryBytes+more.MemoryBytes > s.MemoryBytes {
+	if more.MemoryBytes > 0 && !within(n.Usage.MemoryBytes, more.MemoryBytes, s.MemoryBytes) {
 		return types.Errorf(types.ResourceExhausted, "memory: need %d bytes (%s), have %d left: %d used of %d schedulable (host %d bytes x ratio %d)",
 			more.MemoryBytes, why("memory"), max(0, s.MemoryBytes-n.Usage.MemoryBytes), n.Usage.MemoryBytes, s.MemoryBytes, n.Capacity.MemoryBytes, mem.Ratio)
 	}
 	return nil
+}
+
+// within reports whether used plus more stays at or below limit (a sum
+// that overflows does not).
+func within(used, more, limit int64) bool {
+	sum, ok := types.AddInt64(used, more)
+	return ok && sum <= limit
 }
 
 func plural(count int) string {
@@ -80,14 +86,6 @@ func plural(count int) string {
 		return "1 workload"
 	}
 	return strconv.Itoa(count) + " workloads"
-}
-
-// mulSat multiplies, saturating instead of overflowing.
-func mulSat(a, b int64) int64 {
-	if p, ok := types.MulInt64(a, b); ok {
-		return p
-	}
-	return math.MaxInt64 / 2
 }
 
 // Realloc adds a request's deltas to a workload, refuses a result below

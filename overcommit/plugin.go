@@ -51,8 +51,8 @@ func (Plugin) LedgerView(a types.Amounts) any {
 }
 
 // IsolationFigures are the CPU and memory released.
-func (Plugin) IsolationFigures(a types.Amounts) map[string]int64 {
-	return map[string]int64{"released_cpu_millis": a["cpu_millis"], "released_memory_bytes": a["memory_bytes"]}
+func (Plugin) IsolationFigures(a types.Amounts) []types.Figure {
+	return []types.Figure{{Name: "released_cpu_millis", Value: a["cpu_millis"]}, {Name: "released_memory_bytes", Value: a["memory_bytes"]}}
 }
 
 // AddNode builds a new node's record.
@@ -60,9 +60,20 @@ func (Plugin) AddNode(request json.RawMessage, info *types.EngineInfo) (*Node, e
 	return AddNode(request, info)
 }
 
-// SetCapacity changes a node's host figures.
-func (Plugin) SetCapacity(n *Node, resource, request json.RawMessage, delta, incr bool) (*Node, error) {
-	return n.SetCapacity(resource, request, delta, incr)
+// SetCapacity changes a node's host figures: resource_request in request
+// form (or a rollback snapshot), resource in stored form only, as the
+// protocol names them.
+func (Plugin) SetCapacity(n *Node, c types.Change, delta, incr bool) (*Node, error) {
+	if c.Form != types.StoredForm {
+		return n.SetCapacity(nil, c.Raw, delta, incr)
+	}
+	change, err := decodeAmount(c.Raw, "resource")
+	if err != nil {
+		return nil, err
+	}
+	out := *n
+	out.Capacity = apply(out.Capacity, change, true, true, delta, incr)
+	return &out, out.Validate()
 }
 
 // Restore builds a record from set-node-resource-info.
@@ -70,8 +81,9 @@ func (Plugin) Restore(capacity, usage json.RawMessage) (*Node, error) {
 	return Restore(capacity, usage)
 }
 
-// NextUsage computes a usage write.
-func (Plugin) NextUsage(n *Node, resource, request, workloads json.RawMessage, delta, incr bool) (*Node, error) {
+// NextUsage computes a usage write from the one change the engine picked.
+func (Plugin) NextUsage(n *Node, c types.Change, delta, incr bool) (*Node, error) {
+	resource, request, workloads := c.Keys()
 	return n.NextUsage(resource, request, workloads, delta, incr)
 }
 
@@ -123,14 +135,6 @@ func (Plugin) Realloc(n *Node, workload, request json.RawMessage, env types.Env)
 		return nil, false, err
 	}
 	return &types.Realloc{EngineParams: struct{}{}, DeltaResource: diff, WorkloadResource: next}, grows, nil
-}
-
-// Remap has nothing to move: compute sets no engine limits.
-func (Plugin) Remap(_ *Node, workloads json.RawMessage, _ types.Env) (*types.Remap, error) {
-	if _, err := types.DecodeObject(workloads, "workloads_resource"); err != nil {
-		return nil, err
-	}
-	return &types.Remap{EngineParamsMap: map[string]any{}}, nil
 }
 
 // MostIdle answers the node with the lowest used CPU fraction.

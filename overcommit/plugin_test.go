@@ -80,14 +80,6 @@ func TestPluginRealloc(t *testing.T) {
 	}
 }
 
-func TestPluginRemap(t *testing.T) {
-	out, err := Plugin{}.Remap(&Node{}, json.RawMessage(`{"w1": {"cpu_request_millis": 1000}}`), types.Env{})
-	require.NoError(t, err)
-	require.JSONEq(t, `{"engine_params_map":{}}`, asJSON(t, out))
-	_, err = Plugin{}.Remap(&Node{}, json.RawMessage(`[1]`), types.Env{})
-	require.Equal(t, types.InvalidArgument, types.ClassOf(err))
-}
-
 func TestPluginMostIdle(t *testing.T) {
 	recs := map[string]*Node{
 		"busy":     host16(Amount{CPUMillis: 12000}), // 75% at 1x
@@ -177,7 +169,7 @@ func TestPluginRecords(t *testing.T) {
 		require.Equal(t, Amount{}, zero.Usage)
 		require.Equal(t, n.Capacity, zero.Capacity)
 		require.Equal(t, Amount{3000, 4 * gib}, n.Usage, "the record itself is untouched")
-		require.Equal(t, map[string]int64{"released_cpu_millis": 3000, "released_memory_bytes": 4 * gib}, p.IsolationFigures(held))
+		require.Equal(t, []types.Figure{{Name: "released_cpu_millis", Value: 3000}, {Name: "released_memory_bytes", Value: 4 * gib}}, p.IsolationFigures(held))
 		require.JSONEq(t, `{"cpu_millis":3000,"memory_bytes":4294967296}`, asJSON(t, p.LedgerView(held)))
 	})
 	t.Run("a node never seen holds nothing", func(t *testing.T) {

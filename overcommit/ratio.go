@@ -1,6 +1,6 @@
 // Package overcommit is the compute resource: virtual CPU and memory
 // admitted against a node's host resources times an overcommit ratio — the
-// node's own override, or else the cluster-wide default (overcommit.md).
+// node's own override, or else the cluster-wide default (docs/overcommit.md).
 //
 // Ratios are in thousandths (1000 is 1x). Schedulable CPU and memory are
 // computed when read, never stored, so a changed ratio applies at the next

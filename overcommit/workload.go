@@ -17,10 +17,10 @@ type Workload struct {
 // WorkloadRequest is what a person asks of compute for one workload.
 type WorkloadRequest Workload
 
-// IsEmpty reports whether the request asks for nothing.
-func (w *WorkloadRequest) IsEmpty() bool { return w.CPURequestMillis == 0 && w.MemoryRequest == 0 }
-
-var workloadKeys = []string{"cpu", "memory", "cpu-request", "cpu-limit", "memory-request", "memory-limit"}
+// workloadKeys are the keys a workload request may carry.
+func workloadKeys() []string {
+	return []string{"cpu", "memory", "cpu-request", "cpu-limit", "memory-request", "memory-limit"}
+}
 
 // ParseWorkloadRequest reads a workload request: cpu and memory set request
 // and limit; the -request and -limit keys set each; a limit without a
@@ -31,7 +31,7 @@ func ParseWorkloadRequest(raw json.RawMessage, signed bool) (*WorkloadRequest, e
 	if err != nil {
 		return nil, err
 	}
-	if err := types.RefuseUnknown(m, "workload request", workloadKeys...); err != nil {
+	if err := types.RefuseUnknown(m, "workload request", workloadKeys()...); err != nil {
 		return nil, err
 	}
 	w := &WorkloadRequest{}

@@ -48,14 +48,14 @@ func (Plugin) LedgerView(a types.Amounts) any { return LedgerView(a) }
 
 // IsolationFigures counts the volume devices that held bytes and the
 // storage bytes released.
-func (Plugin) IsolationFigures(a types.Amounts) map[string]int64 {
+func (Plugin) IsolationFigures(a types.Amounts) []types.Figure {
 	var vols int64
 	for k, v := range a {
 		if strings.HasPrefix(k, "volume:") && v > 0 {
 			vols++
 		}
 	}
-	return map[string]int64{"released_volumes": vols, "released_storage_bytes": a["storage"]}
+	return []types.Figure{{Name: "released_volumes", Value: vols}, {Name: "released_storage_bytes", Value: a["storage"]}}
 }
 
 // AddNode builds a new node's record.
@@ -63,8 +63,10 @@ func (Plugin) AddNode(request json.RawMessage, info *types.EngineInfo) (*Node, e
 	return AddNode(request, info)
 }
 
-// SetCapacity changes a node's capacity.
-func (Plugin) SetCapacity(n *Node, resource, request json.RawMessage, delta, incr bool) (*Node, error) {
+// SetCapacity changes a node's capacity: resource_request in request form
+// (or a rollback snapshot), resource in stored form.
+func (Plugin) SetCapacity(n *Node, c types.Change, delta, incr bool) (*Node, error) {
+	resource, request, _ := c.Keys()
 	return n.SetCapacity(resource, request, delta, incr)
 }
 
@@ -73,8 +75,9 @@ func (Plugin) Restore(capacity, usage json.RawMessage) (*Node, error) {
 	return Restore(capacity, usage)
 }
 
-// NextUsage computes a usage write.
-func (Plugin) NextUsage(n *Node, resource, request, workloads json.RawMessage, delta, incr bool) (*Node, error) {
+// NextUsage computes a usage write from the one change the engine picked.
+func (Plugin) NextUsage(n *Node, c types.Change, delta, incr bool) (*Node, error) {
+	resource, request, workloads := c.Keys()
 	return n.NextUsage(resource, request, workloads, delta, incr)
 }
 
@@ -137,14 +140,6 @@ func (Plugin) Realloc(n *Node, workload, request json.RawMessage, _ types.Env) (
 		return nil, false, err
 	}
 	return &types.Realloc{EngineParams: res.Engine, DeltaResource: res.Delta, WorkloadResource: res.Workload}, res.Grows, nil
-}
-
-// Remap is a no-op: volumes do not move between running workloads.
-func (Plugin) Remap(_ *Node, workloads json.RawMessage, _ types.Env) (*types.Remap, error) {
-	if _, err := types.DecodeObject(workloads, "workloads_resource"); err != nil {
-		return nil, err
-	}
-	return &types.Remap{EngineParamsMap: map[string]any{}}, nil
 }
 
 // MostIdle answers the first node with priority 1: storage has no

@@ -12,7 +12,14 @@ import (
 	"github.com/eru-extend/resources/types"
 )
 
-const propertyCases = 3000
+// propertyCases is how many random cases each property checks: 3,000, or a
+// tenth of that under -short.
+func propertyCases() int {
+	if testing.Short() {
+		return 300
+	}
+	return 3000
+}
 
 // randomNode builds a node of 1 to 64 volume devices under /data/gN/, some
 // unused, some partly or fully used, and 0 to 4 disks whose mounts cover
@@ -170,7 +177,7 @@ func uncoveredMount(n *Node, bs []*VolumeBinding) bool {
 
 func TestSchedulePlansKeepTheirInvariants(t *testing.T) {
 	r := rand.New(rand.NewPCG(1, 2))
-	for c := range propertyCases {
+	for c := range propertyCases() {
 		n := randomNode(r)
 		require.NoError(t, n.Validate())
 		h := hostOf(n)
@@ -198,7 +205,7 @@ func TestSchedulePlansKeepTheirInvariants(t *testing.T) {
 // what Count answers succeeds, with or without IO quota.
 func TestScheduleOfFewerThanCountSucceeds(t *testing.T) {
 	r := rand.New(rand.NewPCG(3, 4))
-	for c := range 2 * propertyCases {
+	for c := range 2 * propertyCases() {
 		n := randomNode(r)
 		h := hostOf(n)
 		bs := randomBindings(r, c%2 == 0)
@@ -221,7 +228,7 @@ func TestScheduleOfFewerThanCountSucceeds(t *testing.T) {
 
 func TestDeployCapacityNeverExceedsTheBudget(t *testing.T) {
 	r := rand.New(rand.NewPCG(5, 6))
-	for c := range propertyCases {
+	for c := range propertyCases() {
 		n := randomNode(r)
 		bs := randomBindings(r, r.IntN(2) == 0)
 		list := make([]string, len(bs))
@@ -257,7 +264,7 @@ func TestDeployCapacityNeverExceedsTheBudget(t *testing.T) {
 func TestReallocDeltaMovesUsageFromOldToNew(t *testing.T) {
 	r := rand.New(rand.NewPCG(7, 8))
 	reallocs := 0
-	for c := 0; c < propertyCases; c++ {
+	for c := 0; c < propertyCases(); c++ {
 		ctx := fmt.Sprintf("case %d", c)
 		n := randomNode(r)
 		bs := randomBindings(r, r.IntN(2) == 0)
@@ -331,5 +338,5 @@ func TestReallocDeltaMovesUsageFromOldToNew(t *testing.T) {
 			require.Equal(t, want[k], got[k], "%s: usage of %s", ctx, k)
 		}
 	}
-	require.Greater(t, reallocs, propertyCases/10, "too few reallocs succeeded to say anything")
+	require.Greater(t, reallocs, propertyCases()/10, "too few reallocs succeeded to say anything")
 }

@@ -2,7 +2,6 @@ package types
 
 import (
 	"math"
-	"sort"
 )
 
 // Amounts is a node's usage of one resource flattened into named integer
@@ -45,12 +44,7 @@ func (a Amounts) Add(b Amounts) (Amounts, bool) {
 
 // Keys returns the component names in order.
 func (a Amounts) Keys() []string {
-	keys := make([]string, 0, len(a))
-	for k := range a {
-		keys = append(keys, k)
-	}
-	sort.Strings(keys)
-	return keys
+	return SortedKeys(a)
 }
 
 // AddInt64 adds two int64s and reports false on overflow.
@@ -75,6 +69,18 @@ func MulInt64(a, b int64) (int64, bool) {
 		return 0, false
 	}
 	return p, true
+}
+
+// MulSat multiplies two int64s, saturating at the largest (or smallest)
+// int64 instead of overflowing.
+func MulSat(a, b int64) int64 {
+	if p, ok := MulInt64(a, b); ok {
+		return p
+	}
+	if (a < 0) != (b < 0) {
+		return math.MinInt64
+	}
+	return math.MaxInt64
 }
 
 // MaxExact is the largest integer this project stores: core decodes every

@@ -10,7 +10,7 @@ import (
 // layer prints it and, for operator commands, turns it into an exit status.
 type Class string
 
-// The error classes of the project (nodes.md). Their names follow the gRPC
+// The error classes of the project (docs/nodes.md). Their names follow the gRPC
 // status codes an operator API would use.
 const (
 	Internal           Class = "internal"
@@ -76,24 +76,6 @@ type Error struct {
 func (e *Error) Error() string { return e.Msg }
 
 func (e *Error) Unwrap() error { return e.Err }
-
-// Is lets errors.Is(err, types.ErrNotFound) and friends match any error of
-// that class.
-func (e *Error) Is(target error) bool {
-	t, ok := target.(*Error)
-	return ok && t.Msg == "" && t.Err == nil && t.Class == e.Class
-}
-
-// Sentinels for errors.Is checks: errors.Is(err, types.ErrInvalidArgument).
-var (
-	ErrInvalidArgument    = &Error{Class: InvalidArgument}
-	ErrNotFound           = &Error{Class: NotFound}
-	ErrFailedPrecondition = &Error{Class: FailedPrecondition}
-	ErrAborted            = &Error{Class: Aborted}
-	ErrAlreadyExists      = &Error{Class: AlreadyExists}
-	ErrUnavailable        = &Error{Class: Unavailable}
-	ErrResourceExhausted  = &Error{Class: ResourceExhausted}
-)
 
 // Errorf builds an error of the given class. A %w verb in format wraps its
 // argument as the cause.

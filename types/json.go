@@ -3,7 +3,6 @@ package types
 import (
 	"bytes"
 	"encoding/json"
-	"maps"
 	"slices"
 	"strings"
 )
@@ -33,7 +32,7 @@ func DecodeObject(raw json.RawMessage, what string) (map[string]json.RawMessage,
 // RefuseUnknown fails on a key of m outside allowed, so that a typo is not
 // silently a request for nothing.
 func RefuseUnknown(m map[string]json.RawMessage, what string, allowed ...string) error {
-	for _, k := range slices.Sorted(maps.Keys(m)) {
+	for _, k := range SortedKeys(m) {
 		if !slices.Contains(allowed, k) {
 			return Invalid("%s: unknown key %q (known: %s)", what, k, strings.Join(allowed, ", "))
 		}

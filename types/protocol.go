@@ -8,7 +8,7 @@ import (
 	"encoding/json"
 )
 
-// Request is the union of every verb's request keys (protocol.md). core
+// Request is the union of every verb's request keys (docs/protocol.md). core
 // sends one JSON object on stdin; each verb reads the keys it needs. The
 // resource payloads stay raw: only the resource that owns them knows their
 // shape.

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"strconv"
 	"strings"
+	"unicode/utf8"
 
 	"github.com/docker/go-units"
 )
@@ -70,12 +71,17 @@ func ParseSizeJSON(raw json.RawMessage, signed bool) (int64, error) {
 	return ParseSize(n.String(), signed)
 }
 
-// Clip shortens raw input for an error message and keeps it valid UTF-8.
+// Clip shortens raw input for an error message to at most 40 bytes (and
+// an ellipsis), cut between runes, and keeps it valid UTF-8.
 func Clip(raw []byte) string {
 	const most = 40
 	s := strings.ToValidUTF8(string(raw), "?")
-	if len(s) > most {
-		return s[:most] + "…"
+	if len(s) <= most {
+		return s
 	}
-	return s
+	cut := most
+	for cut > 0 && !utf8.RuneStart(s[cut]) {
+		cut--
+	}
+	return s[:cut] + "…"
 }

@@ -15,8 +15,8 @@ const bin = "compute"
 
 const gib = int64(1) << 30
 
-// The answers' shapes, written down here from overcommit.md and
-// protocol.md rather than taken from the package under test.
+// The answers' shapes, written down here from docs/overcommit.md and
+// docs/protocol.md rather than taken from the package under test.
 type (
 	amount struct {
 		CPUMillis   int64 `json:"cpu_millis"`

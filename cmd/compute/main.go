@@ -5,10 +5,12 @@ package main
 
 import (
 	"os"
+	"runtime/debug"
 
 	"github.com/eru-extend/resources/cmd"
 )
 
 func main() {
+	debug.SetGCPercent(cmd.GCPercent)
 	os.Exit(cmd.Main("compute", os.Args[1:], os.Stdin, os.Stdout, os.Stderr))
 }

@@ -84,7 +84,7 @@ type capacityAnswer struct {
 	Total int `json:"total"`
 }
 
-// standardNode is the node of the seed's example: two 1 TiB volumes, one
+// standardNode is the node of the add-node example in docs/storage.md: two 1 TiB volumes, one
 // disk covering / and /data0, a 2 TiB flat budget.
 var standardNode = obj{
 	"volumes": []string{"/data0:1T", "/data1:1T"},

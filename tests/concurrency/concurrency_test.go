@@ -98,6 +98,7 @@ func read(t *testing.T, env *testenv.Env, node string) (storageInfo, computeInfo
 // capacity writes to one node; the final record is exactly the initial one
 // plus every call that exited 0, and at least 99% of the calls exit 0.
 func TestConcurrentWritersLoseNothing(t *testing.T) {
+	skipUnderShort(t)
 	testenv.Backends(t, func(t *testing.T, env *testenv.Env) {
 		const processes, total = 16, 1000
 		setup(t, env, "n1")
@@ -152,6 +153,7 @@ func TestConcurrentWritersLoseNothing(t *testing.T) {
 // the storage total in one record, so a half-applied write would show as
 // the two disagreeing.
 func TestKilledWritersLeaveAValidRecord(t *testing.T) {
+	skipUnderShort(t)
 	testenv.Backends(t, func(t *testing.T, env *testenv.Env) {
 		setup(t, env, "n1")
 		s0, _ := read(t, env, "n1")
@@ -206,6 +208,7 @@ func TestKilledWritersLeaveAValidRecord(t *testing.T) {
 // TestAddNodeKilledMidCallWritesBothKeysOrNeither: add-node writes the
 // registration and the record in one transaction.
 func TestAddNodeKilledMidCallWritesBothKeysOrNeither(t *testing.T) {
+	skipUnderShort(t)
 	testenv.Backends(t, func(t *testing.T, env *testenv.Env) {
 		const nodes = 40
 		rng := rand.New(rand.NewPCG(3, 5))
@@ -243,6 +246,7 @@ func TestAddNodeKilledMidCallWritesBothKeysOrNeither(t *testing.T) {
 // node. The end state's usage is the recomputation from the committed
 // workloads and its capacity has every capacity write that landed.
 func TestFixRacingWritersLosesNothing(t *testing.T) {
+	skipUnderShort(t)
 	testenv.Backends(t, func(t *testing.T, env *testenv.Env) {
 		env.Call(t, "storage", "add-node", obj{"nodename": "n1", "resource": obj{"volumes": []string{"/data0:10T", "/data1:2T"}}}, nil)
 		var dep struct {

@@ -71,6 +71,7 @@ var timeoutConfigs = []struct {
 // line naming the endpoint, and leave the store as it was. Verbs that need
 // no store keep answering.
 func TestDeadEtcdFailsFastAndWritesNothing(t *testing.T) {
+	skipUnderShort(t)
 	nobody := fmt.Sprintf("http://127.0.0.1:%d", freePort(t))
 
 	clientPort, peerPort := freePort(t), freePort(t)

@@ -18,6 +18,7 @@ import (
 // readers (three rounds of them) all answer while another process keeps
 // writing, and every write lands.
 func TestEmbeddedStoreServesManyProcessesAtOnce(t *testing.T) {
+	skipUnderShort(t)
 	const readers, rounds = 16, 3
 	env := testenv.NewEmbedded(t)
 	for _, bin := range bins {
@@ -43,7 +44,7 @@ func TestEmbeddedStoreServesManyProcessesAtOnce(t *testing.T) {
 	)
 	writer.Go(func() {
 		for {
-			res, err := run(storagePath, env.Dir, write, "set-node-resource-usage")
+			res, err := testenv.Run(storagePath, env.Dir, write, "set-node-resource-usage")
 			if err != nil {
 				writeErr = err
 				return
@@ -69,7 +70,7 @@ func TestEmbeddedStoreServesManyProcessesAtOnce(t *testing.T) {
 		for i := range readers {
 			c := readCalls[i%len(readCalls)]
 			wg.Go(func() {
-				res, err := run(c.path, env.Dir, mustJSONNoTest(c.req), c.verb)
+				res, err := testenv.Run(c.path, env.Dir, mustJSONNoTest(c.req), c.verb)
 				round[i] = read{c.bin, c.verb, res, err}
 			})
 		}
@@ -134,6 +135,7 @@ func mustJSONNoTest(v any) []byte {
 // store is busy, and writes nothing; once the lock is free the same calls
 // work.
 func TestEmbeddedStoreHeldPastTheLockTimeoutIsBusy(t *testing.T) {
+	skipUnderShort(t)
 	dir := t.TempDir()
 	env := &testenv.Env{Kind: "embedded", Dir: dir, Prefix: "/eru-resources", DB: filepath.Join(dir, "eru-resources.db")}
 	configure(t, env, obj{"embedded": obj{"path": env.DB, "lock_timeout": "300ms"}})

@@ -1,7 +1,6 @@
 package reliability_test
 
 import (
-	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
@@ -10,7 +9,6 @@ import (
 	"net"
 	"net/url"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"strings"
 	"sync"
@@ -51,7 +49,7 @@ type verbCase struct {
 	store bool
 }
 
-// verbCases lists every verb of engine.Verbs with a valid request for bin.
+// verbCases lists every verb of engine.Names() with a valid request for bin.
 func verbCases(bin string) []verbCase {
 	n := seeded
 	switch bin {
@@ -127,7 +125,7 @@ func TestTheVerbTablesCoverEveryVerb(t *testing.T) {
 			for _, c := range verbCases(bin) {
 				got = append(got, c.verb)
 			}
-			require.Equal(t, engine.Verbs, got)
+			require.Equal(t, engine.Names(), got)
 		})
 		for _, c := range verbCases(bin) {
 			t.Run(bin+" "+c.verb+" with its request succeeds on a healthy etcd", func(t *testing.T) {
@@ -272,7 +270,7 @@ func runAll(t testing.TB, env *testenv.Env, calls []call) []testenv.Result {
 		wg.Go(func() {
 			slots <- struct{}{}
 			defer func() { <-slots }()
-			results[i], errs[i] = run(paths[c.bin], env.Dir, c.stdin, c.args...)
+			results[i], errs[i] = testenv.Run(paths[c.bin], env.Dir, c.stdin, c.args...)
 		})
 	}
 	wg.Wait()
@@ -280,30 +278,6 @@ func runAll(t testing.TB, env *testenv.Env, calls []call) []testenv.Result {
 		require.NoError(t, err, "running %s %v", calls[i].bin, calls[i].args)
 	}
 	return results
-}
-
-// run runs one binary as testenv.Exec does, without failing the test, so
-// that it may run on any goroutine.
-func run(path, dir string, stdin []byte, args ...string) (testenv.Result, error) {
-	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
-	defer cancel()
-	cmd := exec.CommandContext(ctx, path, args...)
-	cmd.Dir = dir
-	cmd.Env = append(os.Environ(), "ERU_RESOURCE_CONFIG_PATH=")
-	cmd.Stdin = bytes.NewReader(stdin)
-	var out, errb bytes.Buffer
-	cmd.Stdout, cmd.Stderr = &out, &errb
-	start := time.Now()
-	err := cmd.Run()
-	res := testenv.Result{Stdout: out.String(), Stderr: errb.String(), Took: time.Since(start)}
-	if err != nil {
-		exit, ok := err.(*exec.ExitError)
-		if !ok {
-			return res, err
-		}
-		res.Code = exit.ExitCode()
-	}
-	return res, nil
 }
 
 // verbCall is a plugin verb call with req on stdin.

@@ -153,6 +153,7 @@ func requireRefusedEverywhere(t *testing.T, env *testenv.Env, endpoint, want str
 // with one it does not trust, every call fails in one clear line and
 // nothing is written.
 func TestTLSEtcdWithClientCertificates(t *testing.T) {
+	skipUnderShort(t)
 	dir := t.TempDir()
 	ca := newAuthority(t, dir, "eru-test-ca")
 	serverCert, serverKey := ca.issue(t, dir, "etcd-server", true)
@@ -210,6 +211,7 @@ func TestTLSEtcdWithClientCertificates(t *testing.T) {
 // fail in one clear line and write nothing; and no password ever shows in
 // an error line or in the log file.
 func TestEtcdWithPasswordAuth(t *testing.T) {
+	skipUnderShort(t)
 	const (
 		rootPassword     = "root-Secret-4Kx9"
 		eruPassword      = "eru-Secret-Vq72"

@@ -15,6 +15,7 @@ import (
 // in one line naming the endpoint, and once the late bytes have all reached
 // etcd and the delay is gone, the store is exactly as it was.
 func TestSlowEtcdFailsWithinTheCallTimeoutAndWritesNothing(t *testing.T) {
+	skipUnderShort(t)
 	const delay = 5 * time.Second
 	modes := []struct {
 		name string
@@ -74,6 +75,7 @@ func TestSlowEtcdFailsWithinTheCallTimeoutAndWritesNothing(t *testing.T) {
 // as not made (and rolls back or retries on that belief); the write must
 // then not land when its bytes reach etcd after all.
 func TestAWriteReportedFailedDoesNotLandLater(t *testing.T) {
+	skipUnderShort(t)
 	const delay = 5 * time.Second
 	writes := []struct {
 		bin, verb string

@@ -14,7 +14,6 @@ import (
 	"os/exec"
 	"path/filepath"
 	"runtime"
-	"sort"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -30,6 +29,7 @@ import (
 	"github.com/eru-extend/resources/store"
 	"github.com/eru-extend/resources/store/boltstore"
 	"github.com/eru-extend/resources/store/storetest"
+	"github.com/eru-extend/resources/types"
 )
 
 var (
@@ -149,10 +149,20 @@ type Result struct {
 // Exec runs the binary with args in the plugin folder, stdin given.
 func (e *Env) Exec(t testing.TB, bin string, stdin []byte, args ...string) Result {
 	t.Helper()
+	res, err := Run(Bin(t, bin), e.Dir, stdin, args...)
+	require.NoError(t, err, "running %s %v", bin, args)
+	return res
+}
+
+// Run runs the binary at path with args in dir, stdin given, as core does
+// (no config path from the environment). Only a failure to run it at all is
+// an error; a non-zero exit is the Result's Code. It does not touch a
+// testing.T, so it may run on any goroutine.
+func Run(path, dir string, stdin []byte, args ...string) (Result, error) {
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
-	cmd := exec.CommandContext(ctx, Bin(t, bin), args...)
-	cmd.Dir = e.Dir
+	cmd := exec.CommandContext(ctx, path, args...)
+	cmd.Dir = dir
 	cmd.Env = append(os.Environ(), "ERU_RESOURCE_CONFIG_PATH=")
 	cmd.Stdin = bytes.NewReader(stdin)
 	var out, errb bytes.Buffer
@@ -162,10 +172,12 @@ func (e *Env) Exec(t testing.TB, bin string, stdin []byte, args ...string) Resul
 	res := Result{Stdout: out.String(), Stderr: errb.String(), Took: time.Since(start)}
 	if err != nil {
 		exit, ok := err.(*exec.ExitError)
-		require.True(t, ok, "running %s %v: %v", bin, args, err)
+		if !ok {
+			return res, err
+		}
 		res.Code = exit.ExitCode()
 	}
-	return res
+	return res, nil
 }
 
 // Verb runs `bin verb` with req (any JSON-encodable value, or []byte taken
@@ -269,14 +281,7 @@ func (e *Env) Dump(t testing.TB) map[string]string {
 }
 
 // Keys lists a dump's keys in order.
-func Keys(dump map[string]string) []string {
-	keys := make([]string, 0, len(dump))
-	for k := range dump {
-		keys = append(keys, k)
-	}
-	sort.Strings(keys)
-	return keys
-}
+func Keys(dump map[string]string) []string { return types.SortedKeys(dump) }
 
 // Record decodes the stored value of key into out and reports whether it
 // exists.

@@ -1,0 +1,72 @@
+package cmd
+
+import (
+	"context"
+
+	"github.com/eru-extend/resources/engine"
+	"github.com/eru-extend/resources/nodes"
+	"github.com/eru-extend/resources/overcommit"
+	"github.com/eru-extend/resources/storage"
+	"github.com/eru-extend/resources/store"
+)
+
+// setup is what every resource's engine is built from.
+type setup struct {
+	open      func(ctx context.Context, write bool) (store.Store, error)
+	plugins   []nodes.Plugin
+	policy    nodes.Policy
+	maxDeploy int
+}
+
+// resource is one resource this project ships: its name in core (the
+// binary's name), the node registry's view of its records, and its verb
+// engine. Adding a resource is adding a row to resources.
+type resource struct {
+	name   string
+	plugin nodes.Plugin
+	engine func(s setup) engine.Handlers
+}
+
+// resources are every resource plugin of the cluster.
+func resources() []resource {
+	return []resource{
+		{
+			name:   "storage",
+			plugin: engine.Registered(storage.Plugin{}),
+			engine: func(s setup) engine.Handlers {
+				return &engine.Engine[*storage.Node, *storage.WorkloadRequest]{
+					Res: storage.Plugin{}, Open: s.open, Plugins: s.plugins, Policy: s.policy, MaxDeploy: s.maxDeploy,
+				}
+			},
+		},
+		{
+			name:   "compute",
+			plugin: engine.Registered(overcommit.Plugin{}),
+			engine: func(s setup) engine.Handlers {
+				return &engine.Engine[*overcommit.Node, *overcommit.WorkloadRequest]{
+					Res: overcommit.Plugin{}, Open: s.open, Plugins: s.plugins, Policy: s.policy, MaxDeploy: s.maxDeploy,
+				}
+			},
+		},
+	}
+}
+
+// plugins are every resource plugin of the cluster, as the registry sees
+// them.
+func plugins() []nodes.Plugin {
+	var out []nodes.Plugin
+	for _, r := range resources() {
+		out = append(out, r.plugin)
+	}
+	return out
+}
+
+// lookupResource finds the resource a binary serves.
+func lookupResource(name string) (resource, bool) {
+	for _, r := range resources() {
+		if r.name == name {
+			return r, true
+		}
+	}
+	return resource{}, false
+}

@@ -1,0 +1,151 @@
+package engine
+
+import (
+	"context"
+	"runtime"
+	"sync"
+	"sync/atomic"
+
+	"github.com/eru-extend/resources/nodes"
+	"github.com/eru-extend/resources/store"
+	"github.com/eru-extend/resources/types"
+)
+
+// pointReadLimit is the most nodes a capacity query reads key by key; more
+// are read as whole prefixes, still in one consistent read.
+const pointReadLimit = 40
+
+// nodeView is one node as read: its record (Empty when unknown) and what
+// the registry knows of it.
+type nodeView[N any] struct {
+	name  string
+	rec   N
+	known bool
+	reg   *nodes.Entry
+}
+
+// env collects what the resource's decisions read besides the record, and
+// refuses shared values the resource cannot read (a corrupt cluster
+// setting must not quietly read as its default).
+func (e *Engine[N, W]) env(get func(string) ([]byte, bool)) (Env, error) {
+	env := Env{MaxDeployCount: e.MaxDeploy, Shared: map[string][]byte{}}
+	for _, k := range e.Res.SharedKeys() {
+		if v, ok := get(k); ok {
+			env.Shared[k] = v
+		}
+	}
+	return env, e.Res.CheckShared(env.Shared)
+}
+
+// view decodes one node from a snapshot or a transaction.
+func (e *Engine[N, W]) view(node string, get func(string) ([]byte, bool)) (*nodeView[N], error) {
+	v := &nodeView[N]{name: node, rec: e.Res.Empty()}
+	if data, ok := get(e.recordKey(node)); ok {
+		rec, err := e.Res.Decode(data)
+		if err != nil {
+			return nil, types.Wrap(types.Internal, err, "stored record")
+		}
+		v.rec, v.known = rec, true
+	}
+	reg, err := nodes.ReadEntry(node, get)
+	if err != nil {
+		return nil, err
+	}
+	v.reg = reg
+	return v, nil
+}
+
+// readNode reads one node for a verb that does not write.
+func (e *Engine[N, W]) readNode(ctx context.Context, node string) (*nodeView[N], Env, error) {
+	s, err := e.Open(ctx, false)
+	if err != nil {
+		return nil, Env{}, err
+	}
+	snap, err := s.Read(ctx, e.nodeKeys(node), nil)
+	if err != nil {
+		return nil, Env{}, err
+	}
+	v, err := e.view(node, snap.Get)
+	if err != nil {
+		return nil, Env{}, err
+	}
+	env, err := e.env(snap.Get)
+	return v, env, err
+}
+
+// readNodes reads many nodes in one consistent read: key by key for a few,
+// whole prefixes for many. Records are decoded later, one at a time, by
+// whoever needs them (see each).
+func (e *Engine[N, W]) readNodes(ctx context.Context, names []string) (func(string) ([]byte, bool), error) {
+	s, err := e.Open(ctx, false)
+	if err != nil {
+		return nil, err
+	}
+	var snap *store.Snapshot
+	if len(names) <= pointReadLimit {
+		keys := append([]string(nil), e.Res.SharedKeys()...)
+		for _, n := range names {
+			keys = append(keys, e.recordKey(n))
+			keys = append(keys, nodes.Keys(n)...)
+		}
+		snap, err = s.Read(ctx, keys, nil)
+	} else {
+		snap, err = s.Read(ctx, e.Res.SharedKeys(), []string{nodes.RecordPrefix(e.Res.Name()), nodes.RegistrationPrefix, nodes.SessionPrefix})
+	}
+	if err != nil {
+		return nil, err
+	}
+	return snap.Get, nil
+}
+
+// each calls fn for every name, decoding each node just before fn sees it
+// and dropping it after, spread over the CPUs when there are many: a query
+// over 10,000 nodes never holds 10,000 decoded records at once. The workers
+// end before each returns.
+func (e *Engine[N, W]) each(names []string, get func(string) ([]byte, bool), fn func(i int, v *nodeView[N])) error {
+	var mu sync.Mutex
+	var first error
+	visit := func(i int) {
+		v, err := e.view(names[i], get)
+		if err != nil {
+			mu.Lock()
+			if first == nil {
+				first = types.Wrap(types.Internal, err, "node "+names[i])
+			}
+			mu.Unlock()
+			return
+		}
+		fn(i, v)
+	}
+	workers := min(runtime.GOMAXPROCS(0), len(names)/64)
+	if workers <= 1 {
+		for i := range names {
+			visit(i)
+		}
+		return first
+	}
+	var next atomic.Int64
+	var wg sync.WaitGroup
+	for range workers {
+		wg.Go(func() {
+			for i := int(next.Add(1) - 1); i < len(names); i = int(next.Add(1) - 1) {
+				visit(i)
+			}
+		})
+	}
+	wg.Wait()
+	return first
+}
+
+// dedupe drops empty and repeated names, keeping the first of each.
+func dedupe(names []string) []string {
+	seen := make(map[string]bool, len(names))
+	out := make([]string, 0, len(names))
+	for _, n := range names {
+		if n != "" && !seen[n] {
+			seen[n] = true
+			out = append(out, n)
+		}
+	}
+	return out
+}
