@@ -33,7 +33,7 @@ func TestParseDeclaration(t *testing.T) {
 		t.Run(tc.name, func(t *testing.T) {
 			id, d, err := ParseDeclaration(tc.in)
 			if tc.err != "" {
-				require.ErrorIs(t, err, types.ErrInvalidArgument)
+				require.Equal(t, types.InvalidArgument, types.ClassOf(err))
 				require.ErrorContains(t, err, tc.err)
 				require.NotContains(t, err.Error(), "\n")
 				return
@@ -65,7 +65,7 @@ func TestParsePools(t *testing.T) {
 		t.Run(tc.name, func(t *testing.T) {
 			got, err := ParsePools(json.RawMessage(tc.raw))
 			if tc.err != "" {
-				require.ErrorIs(t, err, types.ErrInvalidArgument)
+				require.Equal(t, types.InvalidArgument, types.ClassOf(err))
 				require.ErrorContains(t, err, tc.err)
 				return
 			}
@@ -91,7 +91,7 @@ func TestParseRmPoolsAndDefault(t *testing.T) {
 		t.Run(tc.name, func(t *testing.T) {
 			got, err := ParseRmPools(tc.in)
 			if tc.err != "" {
-				require.ErrorIs(t, err, types.ErrInvalidArgument)
+				require.Equal(t, types.InvalidArgument, types.ClassOf(err))
 				require.ErrorContains(t, err, tc.err)
 				return
 			}
@@ -146,7 +146,7 @@ func TestParseBinding(t *testing.T) {
 		t.Run(tc.name, func(t *testing.T) {
 			b, err := ParseBinding(tc.in, tc.signed)
 			if tc.err != "" {
-				require.ErrorIs(t, err, types.ErrInvalidArgument)
+				require.Equal(t, types.InvalidArgument, types.ClassOf(err))
 				require.ErrorContains(t, err, tc.err)
 				require.NotContains(t, err.Error(), "\n")
 				return

@@ -34,7 +34,7 @@ func TestPlans(t *testing.T) {
 		t.Run(tc.name, func(t *testing.T) {
 			got, err := DecodePlans(json.RawMessage(tc.raw), tc.signed)
 			if tc.err != "" {
-				require.ErrorIs(t, err, types.ErrInvalidArgument)
+				require.Equal(t, types.InvalidArgument, types.ClassOf(err))
 				require.ErrorContains(t, err, tc.err)
 				return
 			}

@@ -47,7 +47,7 @@ func TestRecordCodec(t *testing.T) {
 	for _, tc := range bad {
 		t.Run(tc.name, func(t *testing.T) {
 			_, err := DecodeRecord([]byte(tc.data))
-			require.ErrorIs(t, err, types.ErrInvalidArgument)
+			require.Equal(t, types.InvalidArgument, types.ClassOf(err))
 			require.ErrorContains(t, err, tc.want)
 		})
 	}
@@ -71,7 +71,7 @@ func TestDeclarationsCodec(t *testing.T) {
 		t.Run(tc.name, func(t *testing.T) {
 			d, err := DecodeDeclarations(json.RawMessage(tc.pools), json.RawMessage(tc.def))
 			if tc.err != "" {
-				require.ErrorIs(t, err, types.ErrInvalidArgument)
+				require.Equal(t, types.InvalidArgument, types.ClassOf(err))
 				require.ErrorContains(t, err, tc.err)
 				return
 			}
@@ -100,7 +100,7 @@ func TestObjectsCodec(t *testing.T) {
 		t.Run(tc.name, func(t *testing.T) {
 			o, err := DecodeObjects(json.RawMessage(tc.raw))
 			if tc.err != "" {
-				require.ErrorIs(t, err, types.ErrInvalidArgument)
+				require.Equal(t, types.InvalidArgument, types.ClassOf(err))
 				require.ErrorContains(t, err, tc.err)
 				return
 			}
