@@ -293,7 +293,7 @@ func (b *bench) measures(clusters []*cluster) []measure {
 		{name: "`get-node-resource-info`, one node", floor: etcdGet, target: 0.7,
 			subject: b.verb(small, "get-node-resource-info", map[string]any{"nodename": info, "workloads_resource": []any{}}, nodeInfoOf(nodeIndex(info)))},
 		{name: "`set-node-resource-usage`, one write", floor: etcdPut, target: 1.0,
-			subject: b.alternatingWrite(small, write)},
+			subject: b.alternatingWrite(small, write), undoes: true},
 	}
 	for _, c := range clusters {
 		floor := b.rangeFloor(c)

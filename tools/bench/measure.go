@@ -27,6 +27,9 @@ type measure struct {
 	// subject may be, in MiB.
 	target    float64
 	rssTarget int64
+	// undoes says the subject undoes its own write every second run: it
+	// then runs an even number of times, leaving the store as it found it.
+	undoes bool
 }
 
 // outcome is what the pairs of one measure gave.
@@ -49,6 +52,11 @@ func (b *bench) runMeasure(m measure, pairs int) (outcome, error) {
 		}
 		if i >= 0 {
 			o.subject, o.base = append(o.subject, s), append(o.base, f)
+		}
+	}
+	if runs := pairs + 1; m.undoes && runs%2 == 1 {
+		if _, err := b.timed(m.subject, runs); err != nil {
+			return o, fmt.Errorf("%s: undoing the last run: %w", m.name, err)
 		}
 	}
 	b.sampleLoad()

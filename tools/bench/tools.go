@@ -151,8 +151,9 @@ func buildEtcdctl(goBin, version string) (string, error) {
 		return "", fmt.Errorf("fetching etcdctl: %w", err)
 	}
 	// Build beside the target and rename, so that an interrupted build
-	// never leaves a broken binary in the cache.
-	tmp := out + ".tmp"
+	// never leaves a broken binary in the cache and two builds at once
+	// never write the same file.
+	tmp := fmt.Sprintf("%s.%d.tmp", out, os.Getpid())
 	if err := goCmd(dir, goBin, "build", "-o", tmp, pkg); err != nil {
 		return "", fmt.Errorf("building etcdctl: %w", err)
 	}
