@@ -52,7 +52,7 @@ func main() {
 	nodes := flag.String("nodes", "", "cluster sizes, comma-separated (default 1000,10000; -quick: 1000)")
 	flag.BoolVar(&o.quick, "quick", false, "fewer pairs and 1,000 nodes only: checks the harness, figures not for BENCHMARKS.md")
 	flag.Parse()
-	o.args = os.Args
+	o.args = append([]string{invocation()}, os.Args[1:]...)
 	if err := o.settle(*nodes); err != nil {
 		fmt.Fprintln(os.Stderr, "bench:", err)
 		os.Exit(2)
@@ -61,6 +61,15 @@ func main() {
 		fmt.Fprintln(os.Stderr, "bench:", err)
 		os.Exit(1)
 	}
+}
+
+// invocation names this program as it was started: `go run ./tools/bench`
+// when go run built it into a temporary folder.
+func invocation() string {
+	if strings.Contains(os.Args[0], "go-build") {
+		return "go run ./tools/bench"
+	}
+	return os.Args[0]
 }
 
 // settle fills in the defaults and refuses what would not be a comparison.
