@@ -24,7 +24,7 @@ func TestQuickRunOnATinyCluster(t *testing.T) {
 	require.NoError(t, o.settle("20,60"))
 	o.pairs = 2
 	var out bytes.Buffer
-	require.NoError(t, run(context.Background(), o, &out), out.String())
+	require.NoError(t, run(context.Background(), o, &out, nil), out.String())
 	report := out.String()
 	for _, row := range []string{
 		"| Go hello-world (floor) | `/bin/true` |",

@@ -57,7 +57,7 @@ func main() {
 		fmt.Fprintln(os.Stderr, "bench:", err)
 		os.Exit(2)
 	}
-	if err := run(context.Background(), o, os.Stdout); err != nil {
+	if err := run(context.Background(), o, os.Stdout, os.Stderr); err != nil {
 		fmt.Fprintln(os.Stderr, "bench:", err)
 		os.Exit(1)
 	}
@@ -115,15 +115,16 @@ type bench struct {
 	trueBin  string
 	hello    string
 	etcdctl  string
-	maxLoad  float64 // the highest 1-minute load average seen
+	maxLoad  float64   // the highest 1-minute load average seen
+	progress io.Writer // where to say what is being measured, or nil
 }
 
-func run(ctx context.Context, o options, w io.Writer) error {
+func run(ctx context.Context, o options, w, progress io.Writer) error {
 	bin, err := filepath.Abs(o.bin)
 	if err != nil {
 		return err
 	}
-	b := &bench{goBin: o.goBin, storage: filepath.Join(bin, "storage"), trueBin: "/bin/true"}
+	b := &bench{goBin: o.goBin, storage: filepath.Join(bin, "storage"), trueBin: "/bin/true", progress: progress}
 	if _, err := os.Stat(b.storage); err != nil {
 		return fmt.Errorf("no storage binary in %s (make build): %w", bin, err)
 	}

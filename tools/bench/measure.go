@@ -40,6 +40,9 @@ type outcome struct {
 
 func (b *bench) runMeasure(m measure, pairs int) (outcome, error) {
 	o := outcome{m: m}
+	if b.progress != nil {
+		fmt.Fprintf(b.progress, "bench: %s against %s, %d pairs\n", m.name, m.floor.label, pairs)
+	}
 	for i := -1; i < pairs; i++ {
 		run := i + 1 // the run index the checks see; the warm-up is run 0
 		s, err := b.timed(m.subject, run)
