@@ -147,18 +147,18 @@ func (o outcome) verdict() string {
 	return strings.Join(parts, "; ")
 }
 
-const tableHead = `| measure | floor | time, median [range] | floor time | ratio, median [range] | CPU ratio | peak RSS / floor's | target |
+const tableHead = `| measure | floor | time, median [range] | floor time | ratio, median [range] | CPU time / floor's (ratio) | peak RSS / floor's | target |
 |---|---|---|---|---|---|---|---|
 `
 
 func (o outcome) row(w io.Writer) {
 	t, f := statOf(series(o.subject, ms)), statOf(series(o.base, ms))
 	r := statOf(o.ratios(ms))
-	c := statOf(series(o.subject, cpu)).median / statOf(series(o.base, cpu)).median
+	cs, cf := statOf(series(o.subject, cpu)).median, statOf(series(o.base, cpu)).median
 	rs, rf := statOf(series(o.subject, mib)), statOf(series(o.base, mib))
-	fmt.Fprintf(w, "| %s | %s | %s [%s–%s] ms | %s [%s–%s] ms | **%.2f×** [%.2f–%.2f] | %.2f× | %.0f / %.0f MiB | %s |\n",
+	fmt.Fprintf(w, "| %s | %s | %s [%s–%s] ms | %s [%s–%s] ms | **%.2f×** [%.2f–%.2f] | %s / %s ms (%.2f×) | %.0f / %.0f MiB | %s |\n",
 		o.m.name, o.m.floor.label, num(t.median), num(t.low), num(t.high), num(f.median), num(f.low), num(f.high),
-		r.median, r.low, r.high, c, rs.median, rf.median, o.verdict())
+		r.median, r.low, r.high, num(cs), num(cf), cs/cf, rs.median, rf.median, o.verdict())
 }
 
 // num prints a time in ms with three significant figures or so.
