@@ -16,6 +16,7 @@ package main
 
 import (
 	"context"
+	"debug/buildinfo"
 	"encoding/json"
 	"flag"
 	"fmt"
@@ -106,17 +107,18 @@ func (o *options) settle(nodes string) error {
 
 // bench is one run's fixtures: the tools built for it, etcd, the clusters.
 type bench struct {
-	goBin    string
-	storage  string // the storage plugin binary
-	tmp      string
-	endpoint string
-	client   *clientv3.Client
-	runner   *runner
-	trueBin  string
-	hello    string
-	etcdctl  string
-	maxLoad  float64   // the highest 1-minute load average seen
-	progress io.Writer // where to say what is being measured, or nil
+	goBin     string
+	storage   string // the storage plugin binary
+	tmp       string
+	endpoint  string
+	client    *clientv3.Client
+	runner    *runner
+	trueBin   string
+	hello     string
+	etcdctl   string
+	goVersion string    // of the toolchain that built the plugins
+	maxLoad   float64   // the highest 1-minute load average seen
+	progress  io.Writer // where to say what is being measured, or nil
 }
 
 func run(ctx context.Context, o options, w, progress io.Writer) error {
@@ -134,6 +136,9 @@ func run(ctx context.Context, o options, w, progress io.Writer) error {
 	defer os.RemoveAll(b.tmp)
 	start := time.Now().UTC()
 	startLoad := b.sampleLoad()
+	if err := b.sameToolchain(); err != nil {
+		return err
+	}
 	if err := b.buildTools(); err != nil {
 		return err
 	}
@@ -167,7 +172,11 @@ func run(ctx context.Context, o options, w, progress io.Writer) error {
 	fmt.Fprintf(w, "- peak RSS is the process's own, read by wait4 in a small runner process; it reads no less than %.1f MiB (the runner's own)\n\n", mib(rssFloor))
 
 	fmt.Fprint(w, tableHead)
-	for _, m := range b.measures(clusters) {
+	measures, err := b.measures(ctx, clusters)
+	if err != nil {
+		return err
+	}
+	for _, m := range measures {
 		out, err := b.runMeasure(m, o.pairs)
 		if err != nil {
 			return err
@@ -180,6 +189,25 @@ func run(ctx context.Context, o options, w, progress io.Writer) error {
 		fmt.Fprintf(w, "- **taken under load** (load average above the number of CPUs): ratios hold better than absolute times, and both move\n")
 	}
 	fmt.Fprintf(w, "- took %s\n", time.Since(start).Round(time.Second))
+	return nil
+}
+
+// sameToolchain refuses a storage binary built by another Go than the one
+// that will build the hello-world floor: the floor of an exec'd Go plugin
+// is a hello-world of the same toolchain.
+func (b *bench) sameToolchain() error {
+	info, err := buildinfo.ReadFile(b.storage)
+	if err != nil {
+		return fmt.Errorf("%s: reading its Go build information: %w", b.storage, err)
+	}
+	goVersion, err := goOutput("", b.goBin, "env", "GOVERSION")
+	if err != nil {
+		return err
+	}
+	if info.GoVersion != goVersion {
+		return fmt.Errorf("%s was built by %s, the hello-world floor would be built by %s (-go): rebuild with the same toolchain", b.storage, info.GoVersion, goVersion)
+	}
+	b.goVersion = goVersion
 	return nil
 }
 
@@ -233,13 +261,9 @@ func (b *bench) machine() []string {
 		mem = fmt.Sprintf("%.1f GiB", float64(kib)/(1<<20))
 	}
 	kernel, _ := os.ReadFile("/proc/sys/kernel/osrelease")
-	goVersion, err := goOutput("", b.goBin, "version")
-	if err != nil {
-		goVersion = runtime.Version()
-	}
 	return []string{
 		fmt.Sprintf("machine: %s, %d CPUs, %s RAM, Linux %s", model, runtime.NumCPU(), mem, strings.TrimSpace(string(kernel))),
-		fmt.Sprintf("toolchain: %s; hello-world built with `go build %s`", goVersion, strings.Join(quoteAll(buildFlags), " ")),
+		fmt.Sprintf("toolchain: %s built the plugins and builds the hello-world, with `go build %s`", b.goVersion, strings.Join(quoteAll(buildFlags), " ")),
 		fmt.Sprintf("etcd %s in the bench's process (embed), on loopback, data on %s; etcdctl %s built from go.etcd.io/etcd/etcdctl/v3", version.Version, os.TempDir(), version.Version),
 	}
 }
@@ -282,18 +306,21 @@ func (b *bench) sampleLoad() string {
 // the largest size, and core's per-node get-metrics sweep through the
 // daemon against the same sweep without it. Each needs a step that starts
 // nothing per run (the daemon is started once beside etcd) and a check.
-func (b *bench) measures(clusters []*cluster) []measure {
+func (b *bench) measures(ctx context.Context, clusters []*cluster) ([]measure, error) {
 	small := clusters[0]
 	trueStep := step{label: "`/bin/true`", cmd: fixed(command{argv: []string{b.trueBin}}), check: exactly("")}
 	hello := step{label: "Go hello-world", cmd: fixed(command{argv: []string{b.hello}}), check: exactly("hello, world\n")}
 	info := small.names[0] // used(0) == 0: no diffs
 	write := small.names[min(3, small.n-1)]
 	etcdGet := step{label: "`etcdctl get` of its record", cmd: fixed(b.etcdctlCmd(nil, "get", small.storageKey(info))), check: etcdctlRecord(small.storageKey(info), nodeIndex(info))}
-	record, err := b.client.Get(context.Background(), small.storageKey(write))
-	putValue := "{}"
-	if err == nil && len(record.Kvs) == 1 {
-		putValue = string(record.Kvs[0].Value)
+	record, err := b.client.Get(ctx, small.storageKey(write))
+	if err != nil {
+		return nil, err
 	}
+	if len(record.Kvs) != 1 {
+		return nil, fmt.Errorf("no record at %s", small.storageKey(write))
+	}
+	putValue := string(record.Kvs[0].Value)
 	etcdPut := step{label: "`etcdctl put` of a record as large", cmd: fixed(b.etcdctlCmd(nil, "put", small.prefix+"/bench-scratch/"+write, putValue)), check: exactly("OK\n")}
 
 	ms := []measure{
@@ -328,7 +355,7 @@ func (b *bench) measures(clusters []*cluster) []measure {
 			target: 1.2,
 		})
 	}
-	return ms
+	return ms, nil
 }
 
 // verb is the step of one plugin call in cluster c's folder.
