@@ -116,6 +116,9 @@ func ms(s sample) float64  { return float64(s.wall) / float64(time.Millisecond) 
 func cpu(s sample) float64 { return float64(s.cpu) / float64(time.Millisecond) }
 func mib(s sample) float64 { return float64(s.rssKiB) / 1024 }
 
+// faults are the page faults of a run, minor and major.
+func faults(s sample) float64 { return float64(s.minflt + s.majflt) }
+
 // ratios are the pair-by-pair ratios subject/floor of f.
 func (o outcome) ratios(f func(sample) float64) []float64 {
 	out := make([]float64, len(o.subject))
@@ -147,8 +150,8 @@ func (o outcome) verdict() string {
 	return strings.Join(parts, "; ")
 }
 
-const tableHead = `| measure | floor | time, median [range] | floor time | ratio, median [range] | CPU time / floor's (ratio) | peak RSS / floor's | target |
-|---|---|---|---|---|---|---|---|
+const tableHead = `| measure | floor | time, median [range] | floor time | ratio, median [range] | CPU time / floor's (ratio) | peak RSS / floor's | page faults / floor's | target |
+|---|---|---|---|---|---|---|---|---|
 `
 
 func (o outcome) row(w io.Writer) {
@@ -156,9 +159,10 @@ func (o outcome) row(w io.Writer) {
 	r := statOf(o.ratios(ms))
 	cs, cf := statOf(series(o.subject, cpu)).median, statOf(series(o.base, cpu)).median
 	rs, rf := statOf(series(o.subject, mib)), statOf(series(o.base, mib))
-	fmt.Fprintf(w, "| %s | %s | %s [%s–%s] ms | %s [%s–%s] ms | **%.2f×** [%.2f–%.2f] | %s / %s ms (%.2f×) | %.0f / %.0f MiB | %s |\n",
+	ps, pf := statOf(series(o.subject, faults)), statOf(series(o.base, faults))
+	fmt.Fprintf(w, "| %s | %s | %s [%s–%s] ms | %s [%s–%s] ms | **%.2f×** [%.2f–%.2f] | %s / %s ms (%.2f×) | %.0f / %.0f MiB | %.0f / %.0f | %s |\n",
 		o.m.name, o.m.floor.label, num(t.median), num(t.low), num(t.high), num(f.median), num(f.low), num(f.high),
-		r.median, r.low, r.high, num(cs), num(cf), cs/cf, rs.median, rf.median, o.verdict())
+		r.median, r.low, r.high, num(cs), num(cf), cs/cf, rs.median, rf.median, ps.median, pf.median, o.verdict())
 }
 
 // num prints a time in ms with three significant figures or so.
