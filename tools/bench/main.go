@@ -6,8 +6,8 @@
 // from the module proxy at the etcd version go.mod requires) reading or
 // writing the same keys. Every answer timed is checked; a wrong one fails
 // the bench. It prints Markdown: the machine, its load average at the start
-// and the end, and per measure the median and range of both sides, of their
-// pair-by-pair ratio, the CPU ratio, and peak RSS.
+// and the end, and per measure the median and range of both sides and of
+// their pair-by-pair ratio, their CPU time, peak RSS and page faults.
 //
 //	go run ./tools/bench -bin ./bin                 # 1,000 and 10,000 nodes, 15 pairs
 //	go run ./tools/bench -bin ./bin -quick          # 1,000 nodes, 5 pairs

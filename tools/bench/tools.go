@@ -32,7 +32,7 @@ func main() { fmt.Println("hello, world") }
 // child exec'd from a process sharing its memory (vfork, which is how Go
 // starts processes) inherits that process's RSS high-water mark, so a child
 // of the bench, which holds etcd and the loaded records, would report the
-// bench's peak instead of its own. This process's own peak, about 1 MiB, is
+// bench's peak instead of its own. This process's own peak, about 2 MiB, is
 // the least RSS a measurement can read (printed with each run).
 const runnerSource = `package main
 
