@@ -1,147 +1,412 @@
 // Command bench times the built plugin binaries as eru core runs them —
-// whole processes, JSON on stdin — against a real etcd holding 1,000 and
-// 10,000 node records, next to two floors measured in the same run: the exec
-// of a trivial binary, and one etcdctl range read of the same keys. It
-// prints a Markdown table of medians, peak RSS and the ratios to the floors.
+// whole processes, JSON on stdin, the plugin folder as working directory —
+// against a real etcd (started in this process), each figure against a
+// floor measured in the same run in interleaved pairs: the exec of
+// /bin/true, a Go hello-world built by the same toolchain, etcdctl (built
+// from the module proxy at the etcd version go.mod requires) reading or
+// writing the same keys. Every answer timed is checked; a wrong one fails
+// the bench. It prints Markdown: the machine, its load average at the start
+// and the end, and per measure the median and range of both sides and of
+// their pair-by-pair ratio, their CPU time, peak RSS and page faults.
 //
-//	go run ./tools/bench -bin ./bin -runs 15
+//	go run ./tools/bench -bin ./bin                 # 1,000 and 10,000 nodes, 15 pairs
+//	go run ./tools/bench -bin ./bin -quick          # 1,000 nodes, 5 pairs
+//	go run ./tools/bench -bin ./bin -nodes 1000,50000
 package main
 
 import (
-	"bytes"
 	"context"
+	"debug/buildinfo"
 	"encoding/json"
 	"flag"
 	"fmt"
-	"net"
+	"io"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"runtime"
-	"slices"
+	"strconv"
 	"strings"
 	"time"
 
+	"go.etcd.io/etcd/api/v3/version"
 	clientv3 "go.etcd.io/etcd/client/v3"
-	"go.uber.org/zap"
 )
 
+// minPairs is the fewest pairs a full run may time per measure.
+const minPairs = 15
+
+// options are the command line's choices.
+type options struct {
+	bin   string // folder of the storage and compute binaries
+	goBin string // the go command that built them
+	pairs int
+	nodes []int // cluster sizes, ascending
+	quick bool
+	args  []string // the command line, as printed
+}
+
 func main() {
-	binDir := flag.String("bin", "bin", "folder holding the storage and compute binaries")
-	runs := flag.Int("runs", 15, "runs of each measurement; the median is reported")
-	etcdBin := flag.String("etcd", "etcd", "etcd server binary")
-	etcdctl := flag.String("etcdctl", "etcdctl", "etcdctl binary")
-	sizes := flag.String("nodes", "1000,10000", "node counts to load")
+	var o options
+	flag.StringVar(&o.bin, "bin", "bin", "folder holding the built storage binary")
+	flag.StringVar(&o.goBin, "go", "go", "the go command (builds the hello-world floor and the runner)")
+	flag.IntVar(&o.pairs, "runs", 0, fmt.Sprintf("interleaved pairs per measure (at least %d; -quick: default 5)", minPairs))
+	nodes := flag.String("nodes", "", "cluster sizes, comma-separated (default 1000,10000; -quick: 1000)")
+	flag.BoolVar(&o.quick, "quick", false, "fewer pairs and 1,000 nodes only: checks the harness, figures not for BENCHMARKS.md")
 	flag.Parse()
-	if err := run(*binDir, *etcdBin, *etcdctl, *sizes, *runs); err != nil {
+	o.args = append([]string{invocation()}, os.Args[1:]...)
+	if err := o.settle(*nodes); err != nil {
+		fmt.Fprintln(os.Stderr, "bench:", err)
+		os.Exit(2)
+	}
+	if err := run(context.Background(), o, os.Stdout, os.Stderr); err != nil {
 		fmt.Fprintln(os.Stderr, "bench:", err)
 		os.Exit(1)
 	}
 }
 
-type result struct {
-	name   string
-	median time.Duration
-	rssKB  int64
+// invocation names this program as it was started: `go run ./tools/bench`
+// when go run built it into a temporary folder.
+func invocation() string {
+	if strings.Contains(os.Args[0], "go-build") {
+		return "go run ./tools/bench"
+	}
+	return os.Args[0]
 }
 
-func run(binDir, etcdBin, etcdctl, sizes string, runs int) error {
-	bin, err := filepath.Abs(binDir)
-	if err != nil {
-		return err
+// settle fills in the defaults and refuses what would not be a comparison.
+func (o *options) settle(nodes string) error {
+	if nodes == "" {
+		nodes = "1000,10000"
+		if o.quick {
+			nodes = "1000"
+		}
 	}
-	dir, err := os.MkdirTemp("", "eru-bench-")
-	if err != nil {
-		return err
+	o.nodes = nil
+	for _, f := range strings.Split(nodes, ",") {
+		n, err := strconv.Atoi(strings.TrimSpace(f))
+		if err != nil || n < 1 || n > 999999 {
+			return fmt.Errorf("-nodes: %q is not a node count from 1 to 999999", f)
+		}
+		if len(o.nodes) > 0 && n <= o.nodes[len(o.nodes)-1] {
+			return fmt.Errorf("-nodes: sizes must ascend, %d after %d", n, o.nodes[len(o.nodes)-1])
+		}
+		o.nodes = append(o.nodes, n)
 	}
-	defer os.RemoveAll(dir)
-	endpoint, stop, err := startEtcd(etcdBin, dir)
-	if err != nil {
-		return err
-	}
-	defer stop()
-	client, err := clientv3.New(clientv3.Config{Endpoints: []string{endpoint}, DialTimeout: 5 * time.Second, Logger: zap.NewNop()})
-	if err != nil {
-		return err
-	}
-	defer client.Close()
-
-	fmt.Printf("machine: %s, %d CPUs, %s; etcd %s on loopback; %d runs each, medians\n\n", cpuModel(), runtime.NumCPU(), runtime.Version(), etcdVersion(etcdBin), runs)
-	trivial, err := measure(runs, func() *exec.Cmd { return exec.Command("/bin/true") }, nil)
-	if err != nil {
-		return err
-	}
-	fmt.Printf("floor: exec of /bin/true %s\n\n", fmtDur(trivial.median))
-
-	for _, field := range strings.Split(sizes, ",") {
-		var n int
-		if _, err := fmt.Sscan(field, &n); err != nil {
-			return fmt.Errorf("-nodes: %q", field)
-		}
-		prefix := fmt.Sprintf("/bench-%d", n)
-		if err := load(client, prefix, n); err != nil {
-			return err
-		}
-		pdir := filepath.Join(dir, fmt.Sprint(n))
-		if err := os.MkdirAll(pdir, 0o755); err != nil {
-			return err
-		}
-		config := fmt.Sprintf("etcd:\n  machines: [%q]\n  prefix: %q\n", endpoint, prefix)
-		for _, name := range []string{"storage.yaml", "compute.yaml"} {
-			if err := os.WriteFile(filepath.Join(pdir, name), []byte(config), 0o644); err != nil {
-				return err
-			}
-		}
-		rangeRead, err := measure(runs, func() *exec.Cmd {
-			return exec.Command(etcdctl, "--endpoints", endpoint, "get", "--prefix", prefix+"/resource/storage/")
-		}, map[string]string{"ETCDCTL_API": "3"})
-		if err != nil {
-			return err
-		}
-		names := make([]string, n)
-		for i := range names {
-			names[i] = nodeName(i)
-		}
-		verb := func(name, verb string, req any) (result, error) {
-			in, err := json.Marshal(req)
-			if err != nil {
-				return result{}, err
-			}
-			r, err := measureIn(runs, pdir, in, func() *exec.Cmd { return exec.Command(filepath.Join(bin, "storage"), verb) })
-			r.name = name
-			return r, err
-		}
-		var rows []result
-		for _, c := range []struct {
-			name, verb string
-			req        any
-		}{
-			{"get-node-resource-info (1 node)", "get-node-resource-info", map[string]any{"nodename": names[0], "workloads_resource": []any{}}},
-			{"calculate-deploy (1 node, 10 workloads)", "calculate-deploy", map[string]any{"nodename": names[1], "deploy_count": 10, "workload_resource_request": map[string]any{"volumes": []string{"AUTO:/data:rw:100G"}}}},
-			{"set-node-resource-usage (1 node, write)", "set-node-resource-usage", map[string]any{"nodename": names[2], "resource_request": map[string]any{"volumes": []string{"/data0:1G"}}, "delta": true, "incr": true}},
-			{fmt.Sprintf("get-nodes-deploy-capacity (%d nodes)", n), "get-nodes-deploy-capacity", map[string]any{"nodenames": names, "workload_resource": map[string]any{"volumes": []string{"AUTO:/data:rw:100G"}}}},
-			{fmt.Sprintf("get-metrics (%d nodes)", n), "get-metrics", map[string]any{"nodes": refs(names)}},
-		} {
-			r, err := verb(c.name, c.verb, c.req)
-			if err != nil {
-				return fmt.Errorf("%s: %w", c.name, err)
-			}
-			rows = append(rows, r)
-		}
-		fmt.Printf("### %d nodes (records: %s)\n\n", n, recordsSize(client, prefix))
-		fmt.Printf("floor: etcdctl range read of the %d storage records %s, peak RSS %d MiB\n\n", n, fmtDur(rangeRead.median), rangeRead.rssKB>>10)
-		fmt.Println("| verb | median | peak RSS | × exec floor | × etcdctl floor |")
-		fmt.Println("|---|---|---|---|---|")
-		for _, r := range rows {
-			fmt.Printf("| %s | %s | %d MiB | %.1f | %.2f |\n", r.name, fmtDur(r.median), r.rssKB>>10,
-				float64(r.median)/float64(trivial.median), float64(r.median)/float64(rangeRead.median))
-		}
-		fmt.Println()
+	switch {
+	case o.pairs == 0 && o.quick:
+		o.pairs = 5
+	case o.pairs == 0:
+		o.pairs = minPairs
+	case o.pairs < 1:
+		return fmt.Errorf("-runs: %d pairs", o.pairs)
+	case o.pairs < minPairs && !o.quick:
+		return fmt.Errorf("-runs: %d pairs is too few for figures to report; at least %d, or -quick", o.pairs, minPairs)
 	}
 	return nil
 }
 
-func nodeName(i int) string { return fmt.Sprintf("node-%05d", i) }
+// bench is one run's fixtures: the tools built for it, etcd, the clusters.
+type bench struct {
+	goBin     string
+	storage   string // the storage plugin binary
+	tmp       string
+	endpoint  string
+	client    *clientv3.Client
+	runner    *runner
+	trueBin   string
+	hello     string
+	etcdctl   string
+	goVersion string    // of the toolchain that built the plugins
+	maxLoad   float64   // the highest 1-minute load average seen
+	progress  io.Writer // where to say what is being measured, or nil
+}
+
+func run(ctx context.Context, o options, w, progress io.Writer) error {
+	bin, err := filepath.Abs(o.bin)
+	if err != nil {
+		return err
+	}
+	b := &bench{goBin: o.goBin, storage: filepath.Join(bin, "storage"), trueBin: "/bin/true", progress: progress}
+	if _, err := os.Stat(b.storage); err != nil {
+		return fmt.Errorf("no storage binary in %s (make build): %w", bin, err)
+	}
+	if b.tmp, err = os.MkdirTemp("", "eru-bench-"); err != nil {
+		return err
+	}
+	defer os.RemoveAll(b.tmp)
+	start := time.Now().UTC()
+	startLoad := b.sampleLoad()
+	if err := b.sameToolchain(); err != nil {
+		return err
+	}
+	if err := b.buildTools(); err != nil {
+		return err
+	}
+	var stop func()
+	if b.endpoint, b.client, stop, err = startEtcd(b.tmp); err != nil {
+		return err
+	}
+	defer stop()
+
+	fmt.Fprintf(w, "## Run of %s\n\n", start.Format("2006-01-02 15:04 MST"))
+	fmt.Fprintf(w, "- command: `%s`\n", strings.Join(o.args, " "))
+	for _, line := range b.machine() {
+		fmt.Fprintf(w, "- %s\n", line)
+	}
+	fmt.Fprintf(w, "- load average at start: %s\n", startLoad)
+	fmt.Fprintf(w, "- %d timed pairs per measure (subject, floor, subject, floor, …) after one untimed pair; every answer checked\n", o.pairs)
+
+	var clusters []*cluster
+	for _, n := range o.nodes {
+		c, err := load(ctx, b, n)
+		if err != nil {
+			return fmt.Errorf("loading %d nodes: %w", n, err)
+		}
+		fmt.Fprintf(w, "- cluster: %s\n", c.describe())
+		clusters = append(clusters, c)
+	}
+	rssFloor, err := b.runner.run(command{argv: []string{b.trueBin}})
+	if err != nil {
+		return err
+	}
+	fmt.Fprintf(w, "- peak RSS is the process's own, read by wait4 in a small runner process; it reads no less than %.1f MiB (the runner's own)\n\n", mib(rssFloor))
+
+	fmt.Fprint(w, tableHead)
+	measures, err := b.measures(ctx, clusters)
+	if err != nil {
+		return err
+	}
+	for _, m := range measures {
+		out, err := b.runMeasure(m, o.pairs)
+		if err != nil {
+			return err
+		}
+		out.row(w)
+	}
+	endLoad := b.sampleLoad()
+	fmt.Fprintf(w, "\n- load average at end: %s; highest 1-minute load seen: %.2f on %d CPUs\n", endLoad, b.maxLoad, runtime.NumCPU())
+	if b.maxLoad > float64(runtime.NumCPU()) {
+		fmt.Fprintf(w, "- **taken under load** (load average above the number of CPUs): ratios hold better than absolute times, and both move\n")
+	}
+	fmt.Fprintf(w, "- took %s\n", time.Since(start).Round(time.Second))
+	return nil
+}
+
+// sameToolchain refuses a storage binary built by another Go than the one
+// that will build the hello-world floor: the floor of an exec'd Go plugin
+// is a hello-world of the same toolchain.
+func (b *bench) sameToolchain() error {
+	info, err := buildinfo.ReadFile(b.storage)
+	if err != nil {
+		return fmt.Errorf("%s: reading its Go build information: %w", b.storage, err)
+	}
+	goVersion, err := goOutput("", b.goBin, "env", "GOVERSION")
+	if err != nil {
+		return err
+	}
+	if info.GoVersion != goVersion {
+		return fmt.Errorf("%s was built by %s, the hello-world floor would be built by %s (-go): rebuild with the same toolchain", b.storage, info.GoVersion, goVersion)
+	}
+	b.goVersion = goVersion
+	return nil
+}
+
+// buildTools builds the runner and the hello-world into the run's folder,
+// and etcdctl (once, cached) at the etcd version the plugins use.
+func (b *bench) buildTools() error {
+	b.runner = &runner{path: filepath.Join(b.tmp, "runner"), env: pluginEnv()}
+	if err := goBuild(b.goBin, runnerSource, b.runner.path); err != nil {
+		return fmt.Errorf("building the runner: %w", err)
+	}
+	b.hello = filepath.Join(b.tmp, "hello")
+	if err := goBuild(b.goBin, helloSource, b.hello); err != nil {
+		return fmt.Errorf("building the hello-world: %w", err)
+	}
+	var err error
+	b.etcdctl, err = buildEtcdctl(b.goBin, "v"+version.Version)
+	return err
+}
+
+// pluginEnv is this process's environment without the variables that would
+// point the plugins at another config.
+func pluginEnv() []string {
+	var env []string
+	for _, kv := range os.Environ() {
+		if !strings.HasPrefix(kv, "ERU_") && !strings.HasPrefix(kv, "ETCDCTL_") {
+			env = append(env, kv)
+		}
+	}
+	return env
+}
+
+// machine describes where the run is taken.
+func (b *bench) machine() []string {
+	model := runtime.GOARCH
+	if data, err := os.ReadFile("/proc/cpuinfo"); err == nil {
+		for _, line := range strings.Split(string(data), "\n") {
+			if k, v, ok := strings.Cut(line, ":"); ok && strings.TrimSpace(k) == "model name" {
+				model = strings.TrimSpace(v)
+				break
+			}
+		}
+	}
+	mem := "?"
+	if data, err := os.ReadFile("/proc/meminfo"); err == nil {
+		var kib int64
+		for _, line := range strings.Split(string(data), "\n") {
+			if v, ok := strings.CutPrefix(line, "MemTotal:"); ok {
+				kib, _ = strconv.ParseInt(strings.TrimSuffix(strings.TrimSpace(v), " kB"), 10, 64)
+			}
+		}
+		mem = fmt.Sprintf("%.1f GiB", float64(kib)/(1<<20))
+	}
+	kernel, _ := os.ReadFile("/proc/sys/kernel/osrelease")
+	return []string{
+		fmt.Sprintf("machine: %s, %d CPUs, %s RAM, Linux %s", model, runtime.NumCPU(), mem, strings.TrimSpace(string(kernel))),
+		fmt.Sprintf("toolchain: %s built the plugins and builds the hello-world, with `go build %s`", b.goVersion, strings.Join(quoteAll(buildFlags), " ")),
+		fmt.Sprintf("etcd %s in the bench's process (embed), on loopback, data on %s; etcdctl %s built from go.etcd.io/etcd/etcdctl/v3", version.Version, os.TempDir(), version.Version),
+	}
+}
+
+func quoteAll(s []string) []string {
+	out := make([]string, len(s))
+	for i, v := range s {
+		if strings.ContainsAny(v, " \t") {
+			v = "'" + v + "'"
+		}
+		out[i] = v
+	}
+	return out
+}
+
+// sampleLoad reads /proc/loadavg, remembers the highest 1-minute figure
+// and returns the three averages.
+func (b *bench) sampleLoad() string {
+	data, err := os.ReadFile("/proc/loadavg")
+	if err != nil {
+		return "unknown"
+	}
+	f := strings.Fields(string(data))
+	if len(f) < 3 {
+		return "unknown"
+	}
+	if one, err := strconv.ParseFloat(f[0], 64); err == nil && one > b.maxLoad {
+		b.maxLoad = one
+	}
+	return strings.Join(f[:3], " ")
+}
+
+// measures is the table of what the bench times, one entry per figure
+// (issue 13's targets beside them).
+//
+// Figures of the serve daemon join this table as entries of their own once
+// the daemon exists (cmd/…/serve): a forwarded single-node call against the
+// Go hello-world and against the same call without the daemon, a capacity
+// query through the daemon against the same query without it, /metrics at
+// the largest size, and core's per-node get-metrics sweep through the
+// daemon against the same sweep without it. Each needs a step that starts
+// nothing per run (the daemon is started once beside etcd) and a check.
+func (b *bench) measures(ctx context.Context, clusters []*cluster) ([]measure, error) {
+	small := clusters[0]
+	trueStep := step{label: "`/bin/true`", cmd: fixed(command{argv: []string{b.trueBin}}), check: exactly("")}
+	hello := step{label: "Go hello-world", cmd: fixed(command{argv: []string{b.hello}}), check: exactly("hello, world\n")}
+	info := small.names[0] // used(0) == 0: no diffs
+	write := small.names[min(3, small.n-1)]
+	etcdGet := step{label: "`etcdctl get` of its record", cmd: fixed(b.etcdctlCmd(nil, "get", small.storageKey(info))), check: etcdctlRecord(small.storageKey(info), nodeIndex(info))}
+	record, err := b.client.Get(ctx, small.storageKey(write))
+	if err != nil {
+		return nil, err
+	}
+	if len(record.Kvs) != 1 {
+		return nil, fmt.Errorf("no record at %s", small.storageKey(write))
+	}
+	putValue := string(record.Kvs[0].Value)
+	etcdPut := step{label: "`etcdctl put` of a record as large", cmd: fixed(b.etcdctlCmd(nil, "put", small.prefix+"/bench-scratch/"+write, putValue)), check: exactly("OK\n")}
+
+	ms := []measure{
+		{name: "Go hello-world (floor)", subject: hello, floor: trueStep},
+		{name: "`etcdctl get` of one key (floor)", subject: etcdGet, floor: trueStep},
+		{name: "`storage name` (no store)", subject: b.verb(small, "name", nil, exactly("\"storage\"\n")), floor: hello, target: 1.5},
+		{name: "`get-node-resource-info`, one node", floor: etcdGet, target: 0.7,
+			subject: b.verb(small, "get-node-resource-info", map[string]any{"nodename": info, "workloads_resource": []any{}}, nodeInfoOf(nodeIndex(info)))},
+		{name: "`set-node-resource-usage`, one write", floor: etcdPut, target: 1.0,
+			subject: b.alternatingWrite(small, write), undoes: true},
+	}
+	for _, c := range clusters {
+		floor := b.rangeFloor(c)
+		m := measure{name: fmt.Sprintf("capacity, %s nodes", thousands(c.n)), floor: floor,
+			subject: b.verb(c, "get-nodes-deploy-capacity", map[string]any{"nodenames": c.names, "workload_resource": capacityRequest}, capacityOf(c.names))}
+		switch c.n {
+		case 1000:
+			m.target = 1.5
+		case 10000:
+			m.target, m.rssTarget = 2, 40
+		}
+		ms = append(ms, m, measure{name: fmt.Sprintf("`get-metrics`, %s nodes", thousands(c.n)), floor: floor,
+			subject: b.verb(c, "get-metrics", map[string]any{"nodes": refs(c.names)}, metricsOf(c.names))})
+	}
+	for _, c := range clusters[1:] {
+		query := map[string]any{"nodenames": small.names, "workload_resource": capacityRequest}
+		ms = append(ms, measure{
+			name:    fmt.Sprintf("capacity of %s nodes in a cluster of %s", thousands(small.n), thousands(c.n)),
+			subject: b.verb(c, "get-nodes-deploy-capacity", query, capacityOf(small.names)),
+			floor: step{label: fmt.Sprintf("the same query in a cluster of %s", thousands(small.n)),
+				cmd: b.verb(small, "get-nodes-deploy-capacity", query, nil).cmd, check: capacityOf(small.names)},
+			target: 1.2,
+		})
+	}
+	return ms, nil
+}
+
+// verb is the step of one plugin call in cluster c's folder.
+func (b *bench) verb(c *cluster, verb string, req any, want check) step {
+	var in []byte
+	if req != nil {
+		in, _ = json.Marshal(req)
+	}
+	return step{label: verb, cmd: fixed(command{argv: []string{b.storage, verb}, dir: c.dir, stdin: in}), check: want}
+}
+
+// alternatingWrite adds 1 GiB to node's use of /data0 on even runs and
+// takes it back on odd ones, so the node's state after a pair of runs is
+// the state before them.
+func (b *bench) alternatingWrite(c *cluster, node string) step {
+	mk := func(incr bool) command {
+		in, _ := json.Marshal(map[string]any{"nodename": node, "resource_request": map[string]any{"volumes": []string{"/data0:1G"}}, "delta": true, "incr": incr})
+		return command{argv: []string{b.storage, "set-node-resource-usage"}, dir: c.dir, stdin: in}
+	}
+	add, remove := mk(true), mk(false)
+	return step{label: "set-node-resource-usage", check: alternatingUsage(nodeIndex(node)), cmd: func(i int) command {
+		if i%2 == 0 {
+			return add
+		}
+		return remove
+	}}
+}
+
+// rangeFloor is etcdctl reading, in one transaction, exactly the keys a
+// capacity query over the whole cluster needs: the storage records, the
+// registrations, the sessions.
+func (b *bench) rangeFloor(c *cluster) step {
+	prefixes := []string{c.prefix + "/resource/storage/", c.prefix + "/nodes/", c.prefix + "/sessions/"}
+	var in strings.Builder
+	in.WriteString("\n")
+	for _, p := range prefixes {
+		fmt.Fprintf(&in, "get --prefix %s\n", p)
+	}
+	in.WriteString("\n\n")
+	return step{
+		label: "`etcdctl txn` of `get --prefix` of its records, registrations, sessions",
+		cmd:   fixed(b.etcdctlCmd([]byte(in.String()), "txn")),
+		check: etcdctlTxn(map[string]int{prefixes[0]: c.n, prefixes[1]: c.n, prefixes[2]: 0}),
+	}
+}
+
+func (b *bench) etcdctlCmd(stdin []byte, args ...string) command {
+	return command{argv: append([]string{b.etcdctl, "--endpoints=" + b.endpoint}, args...), dir: b.tmp, stdin: stdin}
+}
+
+func fixed(c command) func(int) command { return func(int) command { return c } }
 
 func refs(names []string) []map[string]string {
 	out := make([]map[string]string, len(names))
@@ -151,195 +416,11 @@ func refs(names []string) []map[string]string {
 	return out
 }
 
-// load writes n storage records shaped like the upstream comparison: two
-// 1 TiB devices, a disk, a little usage; plus their registrations.
-func load(client *clientv3.Client, prefix string, n int) error {
-	ctx := context.Background()
-	const tib = int64(1) << 40
-	batch := []clientv3.Op{}
-	flush := func() error {
-		if len(batch) == 0 {
-			return nil
-		}
-		_, err := client.Txn(ctx).Then(batch...).Commit()
-		batch = batch[:0]
-		return err
+// thousands prints n with a comma every three digits.
+func thousands(n int) string {
+	s := strconv.Itoa(n)
+	for i := len(s) - 3; i > 0; i -= 3 {
+		s = s[:i] + "," + s[i:]
 	}
-	for i := range n {
-		name := nodeName(i)
-		used := int64(i%7) << 30
-		rec := map[string]any{
-			"capacity": map[string]any{
-				"volumes": map[string]int64{"/data0": tib, "/data1": tib},
-				"disks":   []map[string]any{{"device": "/dev/vda", "mounts": []string{"/", "/data0"}, "read_IOPS": 1000, "write_IOPS": 1000, "read_bps": 1 << 30, "write_bps": 1 << 30}},
-				"storage": 4 * tib,
-			},
-			"usage": map[string]any{
-				"volumes": map[string]int64{"/data0": used, "/data1": 0},
-				"disks":   []map[string]any{{"device": "/dev/vda", "mounts": []string{"/", "/data0"}, "read_IOPS": 0, "write_IOPS": 0, "read_bps": 0, "write_bps": 0}},
-				"storage": used,
-			},
-		}
-		data, err := json.Marshal(rec)
-		if err != nil {
-			return err
-		}
-		now := time.Now().UTC().Format(time.RFC3339Nano)
-		reg := fmt.Sprintf(`{"node_id":%q,"admission":"ADMITTED","drain":false,"isolated":false,"isolated_incarnation":0,"incarnation":0,"boot_id":"","registration_version":1,"created_at":%q,"updated_at":%q,"session_ever":false}`, name, now, now)
-		batch = append(batch, clientv3.OpPut(prefix+"/resource/storage/"+name, string(data)), clientv3.OpPut(prefix+"/nodes/"+name, reg))
-		if len(batch) >= 100 {
-			if err := flush(); err != nil {
-				return err
-			}
-		}
-	}
-	return flush()
-}
-
-func recordsSize(client *clientv3.Client, prefix string) string {
-	resp, err := client.Get(context.Background(), prefix+"/", clientv3.WithPrefix())
-	if err != nil {
-		return "?"
-	}
-	var total int
-	for _, kv := range resp.Kvs {
-		total += len(kv.Key) + len(kv.Value)
-	}
-	return fmt.Sprintf("%d keys, %.1f MiB", len(resp.Kvs), float64(total)/(1<<20))
-}
-
-func measure(runs int, mk func() *exec.Cmd, env map[string]string) (result, error) {
-	return measureEnv(runs, "", nil, mk, env)
-}
-
-func measureIn(runs int, dir string, stdin []byte, mk func() *exec.Cmd) (result, error) {
-	return measureEnv(runs, dir, stdin, mk, nil)
-}
-
-func measureEnv(runs int, dir string, stdin []byte, mk func() *exec.Cmd, env map[string]string) (result, error) {
-	prepare := func(cmd *exec.Cmd) *bytes.Buffer {
-		cmd.Dir = dir
-		cmd.Stdin = bytes.NewReader(stdin)
-		cmd.Env = os.Environ()
-		for k, v := range env {
-			cmd.Env = append(cmd.Env, k+"="+v)
-		}
-		var out bytes.Buffer
-		cmd.Stdout, cmd.Stderr = &out, &out
-		return &out
-	}
-	var times []time.Duration
-	for range runs {
-		cmd := mk()
-		out := prepare(cmd)
-		start := time.Now()
-		if err := cmd.Run(); err != nil {
-			return result{}, fmt.Errorf("%s: %v: %s", cmd, err, firstLine(out.String()))
-		}
-		times = append(times, time.Since(start))
-	}
-	slices.Sort(times)
-	rss, err := peakRSS(mk, prepare)
-	return result{median: times[len(times)/2], rssKB: rss}, err
-}
-
-// peakRSS runs the command once more under GNU time, which reports the
-// peak resident set of the command alone. (A child started straight from
-// this process inherits this process's high-water mark through vfork, so
-// its own rusage would read too high.) It answers 0 without /usr/bin/time.
-func peakRSS(mk func() *exec.Cmd, prepare func(*exec.Cmd) *bytes.Buffer) (int64, error) {
-	if _, err := os.Stat("/usr/bin/time"); err != nil {
-		return 0, nil
-	}
-	report, err := os.CreateTemp("", "rss-")
-	if err != nil {
-		return 0, err
-	}
-	report.Close()
-	defer os.Remove(report.Name())
-	target := mk()
-	cmd := exec.Command("/usr/bin/time", append([]string{"-f", "%M", "-o", report.Name(), target.Path}, target.Args[1:]...)...)
-	prepare(cmd)
-	if err := cmd.Run(); err != nil {
-		return 0, fmt.Errorf("%s: %v", target, err)
-	}
-	data, err := os.ReadFile(report.Name())
-	if err != nil {
-		return 0, err
-	}
-	var kb int64
-	_, err = fmt.Sscan(string(data), &kb)
-	return kb, err
-}
-
-func firstLine(s string) string {
-	line, _, _ := strings.Cut(s, "\n")
-	return line
-}
-
-func fmtDur(d time.Duration) string {
-	return fmt.Sprintf("%.1f ms", float64(d.Microseconds())/1000)
-}
-
-// startEtcd runs an etcd server on free loopback ports.
-func startEtcd(bin, dir string) (string, func(), error) {
-	client, peer := freePort(), freePort()
-	endpoint := fmt.Sprintf("http://127.0.0.1:%d", client)
-	peerURL := fmt.Sprintf("http://127.0.0.1:%d", peer)
-	cmd := exec.Command(bin,
-		"--data-dir", filepath.Join(dir, "etcd"),
-		"--listen-client-urls", endpoint, "--advertise-client-urls", endpoint,
-		"--listen-peer-urls", peerURL, "--initial-advertise-peer-urls", peerURL,
-		"--initial-cluster", "default="+peerURL,
-		"--quota-backend-bytes", fmt.Sprint(int64(4)<<30))
-	logf, err := os.Create(filepath.Join(dir, "etcd.log"))
-	if err != nil {
-		return "", nil, err
-	}
-	cmd.Stdout, cmd.Stderr = logf, logf
-	if err := cmd.Start(); err != nil {
-		return "", nil, fmt.Errorf("starting %s (install Debian's etcd-server): %w", bin, err)
-	}
-	stop := func() { _ = cmd.Process.Kill(); _ = cmd.Wait(); logf.Close() }
-	deadline := time.Now().Add(20 * time.Second)
-	for time.Now().Before(deadline) {
-		c, err := net.DialTimeout("tcp", fmt.Sprintf("127.0.0.1:%d", client), 200*time.Millisecond)
-		if err == nil {
-			c.Close()
-			return endpoint, stop, nil
-		}
-		time.Sleep(100 * time.Millisecond)
-	}
-	stop()
-	return "", nil, fmt.Errorf("etcd did not start; see %s", filepath.Join(dir, "etcd.log"))
-}
-
-func freePort() int {
-	l, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		return 0
-	}
-	defer l.Close()
-	return l.Addr().(*net.TCPAddr).Port
-}
-
-func cpuModel() string {
-	data, err := os.ReadFile("/proc/cpuinfo")
-	if err != nil {
-		return runtime.GOARCH
-	}
-	for _, line := range strings.Split(string(data), "\n") {
-		if k, v, ok := strings.Cut(line, ":"); ok && strings.TrimSpace(k) == "model name" {
-			return strings.TrimSpace(v)
-		}
-	}
-	return runtime.GOARCH
-}
-
-func etcdVersion(bin string) string {
-	out, err := exec.Command(bin, "--version").Output()
-	if err != nil {
-		return "?"
-	}
-	return strings.TrimPrefix(firstLine(string(out)), "etcd Version: ")
+	return s
 }
