@@ -1,6 +1,7 @@
 package storage
 
 import (
+	"context"
 	"encoding/json"
 	"strings"
 	"testing"
@@ -285,7 +286,7 @@ func FuzzDecodeWorkloads(f *testing.F) {
 			out2, err := json.Marshal(again)
 			require.NoError(t, err)
 			require.JSONEq(t, string(out), string(out2))
-			require.NotPanics(t, func() { w.EngineParams() })
+			require.NotPanics(t, func() { _, _ = w.EngineParams() })
 		}
 		ws, err := DecodeWorkloads(data)
 		if err != nil {
@@ -381,7 +382,7 @@ var reallocFixtures = []string{normalWorkload, monoWorkload, otherWorkload, "nul
 func checkRealloc(t *testing.T, node *Node, oldRaw string, req *WorkloadRequest) {
 	old := mustWorkload(t, oldRaw)
 	before := node.Clone()
-	res, err := node.Realloc(old, req)
+	res, err := node.Realloc(context.Background(), old, req)
 	require.Equal(t, before, node, "Realloc changed the node it was given")
 	require.Equal(t, mustWorkload(t, oldRaw), old, "Realloc changed the workload it was given")
 	if err != nil {
