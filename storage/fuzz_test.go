@@ -174,7 +174,7 @@ func FuzzSetCapacity(f *testing.F) {
 		}
 
 		if m, err := types.DecodeObject(request, "resource"); err == nil {
-			if q, err := ParseNodeRequest(m); err == nil {
+			if q, err := ParseNodeRequest(m, false); err == nil {
 				total := q.Storage
 				for _, v := range q.Volumes {
 					requireExact(t, v.Size, "volume", v.Device)
