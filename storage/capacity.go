@@ -455,6 +455,18 @@ func (n *Node) Recompute(workloads []*Workload, released types.Amounts) (Resourc
 			diffs = append(diffs, fmt.Sprintf("volume %s: stored usage %d, workloads hold %d", d, s, c))
 		}
 	}
+	zero := map[string]bool{}
+	for d := range n.Usage.ZeroByte {
+		zero[d] = true
+	}
+	for d := range computed.ZeroByte {
+		zero[d] = true
+	}
+	for _, d := range sortedKeys(zero) {
+		if s, c := n.Usage.ZeroByte[d], computed.ZeroByte[d]; s != c {
+			diffs = append(diffs, fmt.Sprintf("volume %s: stored usage holds %d bindings charged no bytes, workloads hold %d", d, s, c))
+		}
+	}
 	disks := map[string]bool{}
 	for _, d := range n.Usage.Disks {
 		disks[d.Device] = true

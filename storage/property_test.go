@@ -31,6 +31,12 @@ func randomNode(r *rand.Rand) *Node {
 		switch r.IntN(3) {
 		case 0:
 			n.Usage.Volumes[name] = 0
+			if r.IntN(3) == 0 { // it hosts bindings charged no bytes: not unused
+				if n.Usage.ZeroByte == nil {
+					n.Usage.ZeroByte = map[string]int64{}
+				}
+				n.Usage.ZeroByte[name] = 1 + r.Int64N(3)
+			}
 		case 1:
 			n.Usage.Volumes[name] = r.Int64N(capacity + 1)
 		default:

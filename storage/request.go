@@ -335,11 +335,6 @@ func decodeStored(raw json.RawMessage, what string, shape storedShape) (Resource
 			return Resource{}, errInvalid("%v", err)
 		}
 	}
-	for dev := range r.ZeroByte {
-		if _, ok := r.Volumes[dev]; !ok && shape != part {
-			return Resource{}, errInvalid("%s: %s names %s, which is not among its volumes", what, ZeroByteKey, dev)
-		}
-	}
 	for _, d := range r.Disks {
 		if err := checkDiskPaths(d); err != nil {
 			return Resource{}, types.Wrap(types.InvalidArgument, err, what)

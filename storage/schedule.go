@@ -680,12 +680,20 @@ func build(pr *probe, h *Host, d *demand, used, unused []int, limit int, keep bo
 // normalShort says why normal binding b found no device.
 func normalShort(h *Host, s *state, p *normalPacker, b *VolumeBinding) *Shortfall {
 	room, dev := p.mostRoom()
-	switch {
-	case dev < 0:
-		return &Shortfall{Binding: b, Reason: "no used volume is left and no unused one is opened for it"}
-	case room < b.Size:
-		return &Shortfall{Binding: b, Reason: "no volume has " + Human(b.Size) + " free: the most is " +
-			Human(room) + " on " + h.Devices[dev].Name + " (" + itoa(room) + " bytes)"}
+	if dev < 0 || room < b.Size {
+		if len(h.Devices) == 0 {
+			return &Shortfall{Binding: b, Reason: "the node has no volumes"}
+		}
+		best := mostFree(h, s)
+		if s.free[best] < b.Size {
+			return &Shortfall{Binding: b, Reason: "no volume has " + Human(b.Size) + " free: the most is " +
+				Human(s.free[best]) + " on " + h.Devices[best].Name + " (" + itoa(s.free[best]) + " bytes)"}
+		}
+		used := "no used volume has " + Human(b.Size) + " free"
+		if dev >= 0 {
+			used += " (the most is " + Human(room) + " on " + h.Devices[dev].Name + ")"
+		}
+		return &Shortfall{Binding: b, Reason: used + " and the unused ones are kept whole for monopoly groups"}
 	}
 	// some device has the room: its disk lacks the quota.
 	for _, disk := range p.disks {
