@@ -734,8 +734,18 @@ func monoShort(h *Host, d *demand, unused []int) *Shortfall {
 		return &Shortfall{Binding: b, Reason: "its monopoly group needs an unused volume of " + Human(d.monoTotal) +
 			": the largest is " + name + " with " + Human(most) + " (" + itoa(most) + " bytes)"}
 	}
-	return &Shortfall{Binding: b, Reason: "every unused volume of " + Human(d.monoTotal) +
-		" or more is taken by the plans before it or its disk lacks " + fmtQuota(d.monoQuota) + " of IO quota"}
+	fit := 0
+	for _, i := range unused {
+		if h.Devices[i].Free >= d.monoTotal {
+			fit++
+		}
+	}
+	reason := "its monopoly group needs an unused volume of " + Human(d.monoTotal) + ": the node has " + itoa(int64(fit)) +
+		" (a volume hosting any binding is not unused), taken by the plans before it"
+	if !d.monoQuota.IsZero() {
+		reason += " or on disks without " + fmtQuota(d.monoQuota) + " of IO quota left"
+	}
+	return &Shortfall{Binding: b, Reason: reason}
 }
 
 // quotaLeft renders what a disk has left against what is asked.
