@@ -2,6 +2,7 @@ package storage
 
 import (
 	"fmt"
+	"math"
 	"path"
 	"sort"
 	"strconv"
@@ -42,20 +43,37 @@ var QuotaNames = [4]string{"read_IOPS", "write_IOPS", "read_bps", "write_bps"}
 // IsZero reports whether no quota is asked.
 func (q Quota) IsZero() bool { return q == Quota{} }
 
-// Plus returns q + o.
+// Plus returns q + o, each quota saturating at the int64 limits rather
+// than wrapping (a saturated figure is then refused as out of range).
 func (q Quota) Plus(o Quota) Quota {
 	for i := range q {
-		q[i] += o[i]
+		q[i] = satAdd(q[i], o[i])
 	}
 	return q
 }
 
-// Minus returns q - o.
+// Minus returns q - o, saturating like Plus.
 func (q Quota) Minus(o Quota) Quota {
 	for i := range q {
-		q[i] -= o[i]
+		if o[i] == math.MinInt64 {
+			q[i] = satAdd(satAdd(q[i], math.MaxInt64), 1)
+			continue
+		}
+		q[i] = satAdd(q[i], -o[i])
 	}
 	return q
+}
+
+// satAdd is a + b, held at ±MaxInt64 instead of wrapping around (so that
+// its result can always be negated).
+func satAdd(a, b int64) int64 {
+	if s, ok := types.AddInt64(a, b); ok && s != math.MinInt64 {
+		return s
+	}
+	if b > 0 {
+		return math.MaxInt64
+	}
+	return -math.MaxInt64
 }
 
 // Covers reports whether every quota of q is at least o's.

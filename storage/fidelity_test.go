@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"math"
 	"strings"
 	"testing"
 	"time"
@@ -269,6 +270,36 @@ func TestWorkloadSumsNeverWrap(t *testing.T) {
 	require.ErrorContains(t, err, "more than 2^53 of read_IOPS")
 	_, err = n.NextUsage(nil, nil, mustJSON(t, ws), true, true)
 	require.ErrorContains(t, err, "more than 2^53 of read_IOPS")
+}
+
+func TestSumsOfStoredWorkloadsSaturateInsteadOfWrapping(t *testing.T) {
+	require.Equal(t, int64(math.MaxInt64), satAdd(math.MaxInt64, 1))
+	require.Equal(t, int64(-math.MaxInt64), satAdd(-math.MaxInt64, -5))
+	require.Equal(t, Quota{math.MaxInt64, 0, 0, 0}, Quota{math.MaxInt64 - 1, 0, 0, 0}.Plus(Quota{2, 0, 0, 0}))
+
+	// a stored workload of 2,048 bindings of 2^53 bytes: their total would
+	// wrap to 0 in int64.
+	var specs []string
+	for i := range 2048 {
+		specs = append(specs, fmt.Sprintf(`"AUTO:/v%d:rw:9007199254740992:0:0:0:0"`, i))
+	}
+	list := "[" + strings.Join(specs, ",") + "]"
+	old := mustWorkload(t, `{"volumes_request":`+list+`,"volumes_limit":`+list+`,"storage_request":5,"storage_limit":5}`)
+	require.Equal(t, int64(math.MaxInt64), sizeOf(old.VolumesRequest))
+	_, err := mergeRequest(old, mustRequest(t, `{"storage":"1"}`, true))
+	requireClass(t, err, types.InvalidArgument)
+	require.ErrorContains(t, err, "storage request adds up to more than 8 PiB")
+
+	// 2,049 disk entries of one device in one workload
+	var disks []string
+	for range 2049 {
+		disks = append(disks, `{"device":"/dev/vda","mounts":["/"],"read_IOPS":9007199254740992}`)
+	}
+	w := mustWorkload(t, `{"disks_request":[`+strings.Join(disks, ",")+`]}`)
+	d := diffWorkloads(&Workload{}, w)
+	require.Equal(t, int64(math.MaxInt64), d.DisksRequest[0].ReadIOPS, "held at the limit, not wrapped")
+	_, err = sumWorkloads([]*Workload{d})
+	require.ErrorContains(t, err, "more than 2^53 of read_IOPS on disk /dev/vda")
 }
 
 func TestDevicePathsAreChecked(t *testing.T) {

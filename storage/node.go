@@ -102,11 +102,12 @@ func (r *Resource) disk(device string) *Disk {
 	return nil
 }
 
-// volumeTotal is the sum of the volume sizes.
+// volumeTotal is the sum of the volume sizes (saturating: a record that
+// was not validated may hold anything).
 func (r *Resource) volumeTotal() int64 {
 	var t int64
 	for _, v := range r.Volumes {
-		t += v
+		t = satAdd(t, v)
 	}
 	return t
 }

@@ -126,8 +126,8 @@ func mergeRequest(old *Workload, req *WorkloadRequest) (*WorkloadRequest, error)
 		}
 		raiseLimit(r, next.Limit[i])
 	}
-	flatReq := max(0, old.StorageRequest-sizeOf(old.VolumesRequest)) + req.FlatRequest
-	flatLim := max(0, old.StorageLimit-sizeOf(oldLimits)) + req.FlatLimit
+	flatReq := max(0, satAdd(old.StorageRequest, -sizeOf(old.VolumesRequest))) + req.FlatRequest
+	flatLim := max(0, satAdd(old.StorageLimit, -sizeOf(oldLimits))) + req.FlatLimit
 	if flatReq < 0 {
 		return nil, errInvalid("storage request would go below zero")
 	}
@@ -138,10 +138,12 @@ func mergeRequest(old *Workload, req *WorkloadRequest) (*WorkloadRequest, error)
 	return next, nil
 }
 
+// sizeOf is the bindings' total size (saturating: a stored workload may
+// list any number of them).
 func sizeOf(bs []*VolumeBinding) int64 {
 	var t int64
 	for _, b := range bs {
-		t += b.Size
+		t = satAdd(t, b.Size)
 	}
 	return t
 }
@@ -389,7 +391,7 @@ func diffPlans(old, next VolumePlan) VolumePlan {
 				if out[key] == nil {
 					out[key] = map[string]int64{}
 				}
-				out[key][dev] += sign * v
+				out[key][dev] = satAdd(out[key][dev], sign*v)
 			}
 		}
 	}

@@ -441,11 +441,11 @@ func (l *layout) point(pr *probe, d *demand, limit int) (int, error) {
 	prefix := make([]int64, len(l.conv)+1)
 	var base int64
 	for _, i := range l.used {
-		base += l.h.Devices[i].Free
+		base = satAdd(base, l.h.Devices[i].Free)
 	}
 	prefix[0] = base
 	for k, i := range l.conv {
-		prefix[k+1] = prefix[k] + l.h.Devices[i].Free
+		prefix[k+1] = satAdd(prefix[k], l.h.Devices[i].Free)
 	}
 	stops := func(k int) (bool, error) {
 		used, unused := l.at(k)
