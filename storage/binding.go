@@ -8,6 +8,7 @@ import (
 	"strconv"
 	"strings"
 	"unicode"
+	"unicode/utf8"
 
 	"github.com/eru-extend/resources/types"
 )
@@ -163,13 +164,16 @@ func normalizeFlags(flags string) (string, error) {
 	return string(letters), nil
 }
 
-// CheckDevicePath checks a device, mount or pool path: absolute, clean (no
-// "..", ".", "//" or trailing "/"), no ':' (the separator of every written
-// form), no control characters, and not AUTO. what names it in the error.
+// CheckDevicePath checks a device, mount or pool path: valid UTF-8,
+// absolute, clean (no "..", ".", "//" or trailing "/"), no ':' (the
+// separator of every written form), no control characters, and not AUTO.
+// what names it in the error.
 func CheckDevicePath(what, p string) error {
 	switch {
 	case p == "":
 		return fmt.Errorf("%s is empty", what)
+	case !utf8.ValidString(p):
+		return fmt.Errorf("%s %q is not valid UTF-8", what, clip([]byte(p)))
 	case strings.ContainsFunc(p, unicode.IsControl):
 		return fmt.Errorf("%s %q holds a control character", what, clip([]byte(p)))
 	case strings.Contains(p, ":"):
