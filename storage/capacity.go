@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"slices"
 	"strconv"
+	"strings"
 
 	"github.com/eru-extend/resources/types"
 )
@@ -387,6 +388,13 @@ func (n *Node) NextUsage(resource, request, workloads json.RawMessage, delta, in
 	}
 	if err != nil {
 		return nil, err
+	}
+	// A record written before bindings charged no bytes were counted (or by
+	// the upstream plugin) holds none: removing such a binding leaves 0.
+	for k, v := range next {
+		if strings.HasPrefix(k, "bindings:") && v < 0 {
+			next[k] = 0
+		}
 	}
 	return n.WithHeld(next), nil
 }

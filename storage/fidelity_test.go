@@ -90,6 +90,15 @@ func TestZeroByteBindingsKeepADeviceUsed(t *testing.T) {
 		require.NoError(t, err)
 		require.Nil(t, settled.Usage.ZeroByte)
 	})
+	t.Run("removing such a binding from a record that never counted it leaves 0", func(t *testing.T) {
+		n := mustNode(t, capacity, `{"volumes":{"/data0":0,"/data1":0},"disks":[],"storage":0}`)
+		w := mustWorkload(t, `{"volumes_request":["AUTO:/u:rw:0:0:0:0:0"],"volume_plan_request":{"AUTO:/u:rw:0:0:0:0:0":{"/data1":0}}}`)
+		next, err := n.NextUsage(nil, nil, mustJSON(t, []*Workload{w}), true, false)
+		require.NoError(t, err)
+		settled, err := next.Settle()
+		require.NoError(t, err)
+		require.Nil(t, settled.Usage.ZeroByte)
+	})
 	t.Run("diffs name a device whose count disagrees with the workloads", func(t *testing.T) {
 		n := mustNode(t, capacity, "")
 		w := mustWorkload(t, `{"volumes_request":["AUTO:/u:rw:0:0:0:0:0"],"volume_plan_request":{"AUTO:/u:rw:0:0:0:0:0":{"/data1":0}}}`)
