@@ -467,6 +467,10 @@ func TestRefusalsNameTheLimit(t *testing.T) {
 		wls, err := Plugin{}.Empty().Deploy(ctx, mustRequest(t, `{}`, false), 1, 10)
 		require.NoError(t, err, "a request asking nothing of storage deploys anywhere")
 		require.Len(t, wls, 1)
+		_, err = Plugin{}.Empty().Realloc(ctx, &Workload{}, mustRequest(t, `{"volumes":["AUTO:/d:rw:1G"]}`, true))
+		require.EqualError(t, err, "no storage record for this node: add it (add-node) or set its capacity first")
+		_, err = Plugin{}.Empty().Realloc(ctx, &Workload{}, mustRequest(t, `{}`, true))
+		require.NoError(t, err, "a realloc asking nothing of storage goes through")
 	})
 	t.Run("Human writes binary units", func(t *testing.T) {
 		for n, want := range map[int64]string{0: "0 B", 1023: "1023 B", 1 << 30: "1 GiB", 1649267441664: "1.5 TiB", -(1 << 20): "-1 MiB"} {

@@ -36,6 +36,9 @@ func (n *Node) Realloc(ctx context.Context, old *Workload, req *WorkloadRequest)
 			resched = true
 		}
 	}
+	if n.unknown && (resched || next.StorageRequest > old.StorageRequest) {
+		return nil, types.Errorf(types.ResourceExhausted, "no storage record for this node: add it (add-node) or set its capacity first")
+	}
 	var wl *Workload
 	if resched {
 		if wl, err = n.replan(ctx, old, next); err != nil {

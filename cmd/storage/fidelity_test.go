@@ -316,6 +316,8 @@ func TestRefusalsNameWhatStoppedThem(t *testing.T) {
 		t.Run("a node storage has never seen", func(t *testing.T) {
 			line := env.Fail(t, "storage", "calculate-deploy", obj{"nodename": "ghost", "deploy_count": 1, "workload_resource_request": obj{"volumes": []string{"AUTO:/d:rw:1G"}}})
 			require.Equal(t, "storage: calculate-deploy: node ghost: resource_exhausted: no storage record for this node: add it (add-node) or set its capacity first", line)
+			line = env.Fail(t, "storage", "calculate-realloc", obj{"nodename": "ghost", "workload_resource": nil, "workload_resource_request": obj{"volumes": []string{"AUTO:/d:rw:1G"}}})
+			require.Equal(t, "storage: calculate-realloc: node ghost: resource_exhausted: no storage record for this node: add it (add-node) or set its capacity first", line)
 		})
 	})
 }
