@@ -15,8 +15,9 @@ import (
 // seed's "How a plan is built":
 //
 //  1. bindings are split by kind and ordered by size (ties by full form);
-//  2. normal bindings go best-fit onto used devices, via a min-heap of free
-//     space, plan after plan until one fails or the limit is reached;
+//  2. normal bindings go best-fit onto used devices (the least free space
+//     that holds them), plan after plan until one fails or the limit is
+//     reached;
 //  3. each workload's monopoly bindings take one unused device, the smallest
 //     that holds them, and split it in proportion to their sizes, the
 //     rounding remainder going to the first;
