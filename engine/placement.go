@@ -39,13 +39,19 @@ func (e *Engine[N, W]) DeployCapacity(ctx context.Context, req *types.Request) (
 		return nil, err
 	}
 	caps := make([]types.NodeCapacity, len(names))
+	env.Ctx = ctx
 	err = e.each(names, get, func(i int, v *nodeView[N]) {
-		if v.reg.Refusal(e.Policy) == "" {
+		if v.reg.Refusal(e.Policy) == "" && ctx.Err() == nil {
 			caps[i] = e.Res.DeployCapacity(v.rec, w, env)
 		}
 	})
 	if err != nil {
 		return nil, err
+	}
+	// A search cut short by the deadline answers no capacity: the whole
+	// answer would be wrong, so the verb fails.
+	if err := ctx.Err(); err != nil {
+		return nil, types.Errorf(types.DeadlineExceeded, "the capacity query ran past the call's deadline (%v)", err)
 	}
 	for i, n := range names {
 		if caps[i].Capacity <= 0 {
@@ -74,6 +80,7 @@ func (e *Engine[N, W]) Deploy(ctx context.Context, req *types.Request) (any, err
 	if err := e.refusal(v); err != nil {
 		return nil, err
 	}
+	env.Ctx = ctx
 	return e.Res.Deploy(v.rec, w, req.DeployCount, env)
 }
 
@@ -84,6 +91,7 @@ func (e *Engine[N, W]) Realloc(ctx context.Context, req *types.Request) (any, er
 	if err != nil {
 		return nil, err
 	}
+	env.Ctx = ctx
 	resp, grows, err := e.Res.Realloc(v.rec, req.WorkloadResource, req.WorkloadResourceRequest, env)
 	if err != nil {
 		return nil, err

@@ -231,14 +231,37 @@ func (n *Node) SetCapacity(resource, request json.RawMessage, delta, incr bool) 
 		}
 		hasCPU, hasMem = true, true
 	} else {
-		q, err := parseNodeRequest(m, false)
+		// a delta may be negative: core's SetNode always sends incr, so
+		// `--extra-resources '{"compute":{"cpu":-4}}'` is how a node shrinks.
+		q, err := parseNodeRequest(m, delta)
 		if err != nil {
 			return nil, err
 		}
 		change, hasCPU, hasMem = Amount{CPUMillis: q.CPU, MemoryBytes: q.Memory}, q.HasCPU, q.HasMemory
 	}
 	out.Capacity = apply(out.Capacity, change, hasCPU, hasMem, delta, incr)
+	if delta {
+		if err := checkShrink(n.Capacity, out.Capacity); err != nil {
+			return nil, err
+		}
+	}
 	return &out, out.Validate()
+}
+
+// checkShrink refuses a delta that takes the host's CPU or memory below
+// zero, naming the amounts. (Usage above the host is overcommit's business:
+// schedulable is host × ratio, and a host shrunk below what is reserved
+// stops new placement there, as a lowered ratio does, and evicts nothing.)
+func checkShrink(before, after Amount) error {
+	if after.CPUMillis < 0 {
+		return types.Errorf(types.FailedPrecondition, "cpu: capacity %d millicores %+d would be %d, below zero",
+			before.CPUMillis, after.CPUMillis-before.CPUMillis, after.CPUMillis)
+	}
+	if after.MemoryBytes < 0 {
+		return types.Errorf(types.FailedPrecondition, "memory: capacity %d bytes %+d would be %d, below zero",
+			before.MemoryBytes, after.MemoryBytes-before.MemoryBytes, after.MemoryBytes)
+	}
+	return nil
 }
 
 // apply replaces (absolute) or adds/subtracts (delta) the given figures.

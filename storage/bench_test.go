@@ -1,6 +1,7 @@
 package storage
 
 import (
+	"context"
 	"fmt"
 	"testing"
 )
@@ -67,7 +68,7 @@ func BenchmarkCount(b *testing.B) {
 				b.ReportAllocs()
 				var got int
 				for b.Loop() {
-					n, err := Count(NewHost(&node.Capacity, &node.Usage), &node.Capacity, bindings, 10000)
+					n, err := Count(context.Background(), NewHost(&node.Capacity, &node.Usage), &node.Capacity, bindings, 10000)
 					if err != nil {
 						b.Fatal(err)
 					}
@@ -87,11 +88,52 @@ func BenchmarkSchedule(b *testing.B) {
 			bindings := benchBindings(b, false)
 			b.ReportAllocs()
 			for b.Loop() {
-				plans, err := Schedule(NewHost(&node.Capacity, &node.Usage), &node.Capacity, bindings, 100)
+				plans, _, err := Schedule(context.Background(), NewHost(&node.Capacity, &node.Usage), &node.Capacity, bindings, 100, 100)
 				if err != nil || len(plans) != 100 {
 					b.Fatal(len(plans), err)
 				}
 			}
 		})
 	}
+}
+
+// BenchmarkCountManyDevices is the capacity query on a node with many
+// devices and both normal and monopoly bindings: the conversion search must
+// stay O(devices · log devices + plans · bindings).
+func BenchmarkCountManyDevices(b *testing.B) {
+	for _, devices := range []int{1000, 4000} {
+		b.Run(fmt.Sprintf("%d devices, IO quota", devices), func(b *testing.B) {
+			benchCount(b, benchHost(devices), benchBindings(b, true))
+		})
+		b.Run(fmt.Sprintf("%d unused devices, no IO quota", devices), func(b *testing.B) {
+			node := NewNode()
+			for i := range devices {
+				node.Capacity.Volumes[fmt.Sprintf("/data%04d", i)] = int64(i+1) << 30
+			}
+			node.Capacity.Storage = 1 << 52
+			var bindings []*VolumeBinding
+			for _, s := range []string{"AUTO:/n:rw:1G", "AUTO:/m:mrw:1G"} {
+				v, err := ParseBinding(s, false)
+				if err != nil {
+					b.Fatal(err)
+				}
+				bindings = append(bindings, v)
+			}
+			benchCount(b, node, bindings)
+		})
+	}
+}
+
+// benchCount runs the capacity query at max_deploy_count 10,000.
+func benchCount(b *testing.B, node *Node, bindings []*VolumeBinding) {
+	b.ReportAllocs()
+	var got int
+	for b.Loop() {
+		n, err := Count(context.Background(), NewHost(&node.Capacity, &node.Usage), &node.Capacity, bindings, 10000)
+		if err != nil {
+			b.Fatal(err)
+		}
+		got = n
+	}
+	b.ReportMetric(float64(got), "plans")
 }

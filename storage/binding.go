@@ -2,9 +2,13 @@ package storage
 
 import (
 	"fmt"
+	"math"
+	"path"
 	"sort"
 	"strconv"
 	"strings"
+	"unicode"
+	"unicode/utf8"
 
 	"github.com/eru-extend/resources/types"
 )
@@ -40,20 +44,37 @@ var QuotaNames = [4]string{"read_IOPS", "write_IOPS", "read_bps", "write_bps"}
 // IsZero reports whether no quota is asked.
 func (q Quota) IsZero() bool { return q == Quota{} }
 
-// Plus returns q + o.
+// Plus returns q + o, each quota saturating at the int64 limits rather
+// than wrapping (a saturated figure is then refused as out of range).
 func (q Quota) Plus(o Quota) Quota {
 	for i := range q {
-		q[i] += o[i]
+		q[i] = satAdd(q[i], o[i])
 	}
 	return q
 }
 
-// Minus returns q - o.
+// Minus returns q - o, saturating like Plus.
 func (q Quota) Minus(o Quota) Quota {
 	for i := range q {
-		q[i] -= o[i]
+		if o[i] == math.MinInt64 {
+			q[i] = satAdd(satAdd(q[i], math.MaxInt64), 1)
+			continue
+		}
+		q[i] = satAdd(q[i], -o[i])
 	}
 	return q
+}
+
+// satAdd is a + b, held at ±MaxInt64 instead of wrapping around (so that
+// its result can always be negated).
+func satAdd(a, b int64) int64 {
+	if s, ok := types.AddInt64(a, b); ok && s != math.MinInt64 {
+		return s
+	}
+	if b > 0 {
+		return math.MaxInt64
+	}
+	return -math.MaxInt64
 }
 
 // Covers reports whether every quota of q is at least o's.
@@ -115,22 +136,56 @@ func ParseBinding(s string, signed bool) (*VolumeBinding, error) {
 	return b, nil
 }
 
+// normalizeFlags reads a binding's flags in any order, and in the forms the
+// upstream plugin stores: o written after the letter it qualifies ("ro",
+// "wo", "rowo"), so an o may follow each of r and w. The result holds each
+// letter once, sorted.
 func normalizeFlags(flags string) (string, error) {
-	letters := []byte(flags)
 	seen := map[byte]bool{}
-	for _, c := range letters {
+	for i := 0; i < len(flags); i++ {
+		c := flags[i]
 		switch c {
 		case 'r', 'w', 'o', 'm':
 		default:
 			return "", fmt.Errorf("flag %q is not one of r, w, o, m", c)
 		}
-		if seen[c] {
+		if seen[c] && (c != 'o' || i == 0 || (flags[i-1] != 'r' && flags[i-1] != 'w')) {
 			return "", fmt.Errorf("flag %q is given twice", c)
 		}
 		seen[c] = true
 	}
+	letters := make([]byte, 0, 4)
+	for _, c := range []byte("mrwo") {
+		if seen[c] {
+			letters = append(letters, c)
+		}
+	}
 	sort.Slice(letters, func(i, j int) bool { return letters[i] < letters[j] })
 	return string(letters), nil
+}
+
+// CheckDevicePath checks a device, mount or pool path: valid UTF-8,
+// absolute, clean (no "..", ".", "//" or trailing "/"), no ':' (the
+// separator of every written form), no control characters, and not AUTO.
+// what names it in the error.
+func CheckDevicePath(what, p string) error {
+	switch {
+	case p == "":
+		return fmt.Errorf("%s is empty", what)
+	case !utf8.ValidString(p):
+		return fmt.Errorf("%s %q is not valid UTF-8", what, clip([]byte(p)))
+	case strings.ContainsFunc(p, unicode.IsControl):
+		return fmt.Errorf("%s %q holds a control character", what, clip([]byte(p)))
+	case strings.Contains(p, ":"):
+		return fmt.Errorf("%s %q holds ':', which separates the parts of a volume or disk", what, clip([]byte(p)))
+	case p == "AUTO" || strings.HasSuffix(p, "/AUTO"):
+		return fmt.Errorf("%s %q: AUTO is what a binding asks the scheduler for, not a device", what, clip([]byte(p)))
+	case !path.IsAbs(p):
+		return fmt.Errorf("%s %q is not an absolute path", what, clip([]byte(p)))
+	case path.Clean(p) != p:
+		return fmt.Errorf("%s %q is not a clean path (it would be %s)", what, clip([]byte(p)), path.Clean(p))
+	}
+	return nil
 }
 
 // IsAuto reports whether the scheduler chooses the device: the source is

@@ -4,6 +4,8 @@ import (
 	"encoding/json"
 	"fmt"
 	"slices"
+	"strconv"
+	"strings"
 
 	"github.com/eru-extend/resources/types"
 )
@@ -18,7 +20,7 @@ func AddNode(request json.RawMessage, info *types.EngineInfo) (*Node, error) {
 	if err != nil {
 		return nil, err
 	}
-	q, err := ParseNodeRequest(m)
+	q, err := ParseNodeRequest(m, false)
 	if err != nil {
 		return nil, err
 	}
@@ -101,11 +103,11 @@ func (n *Node) SetCapacity(resource, request json.RawMessage, delta, incr bool) 
 		if err != nil {
 			return nil, err
 		}
-		if err := out.Capacity.apply(stored, delta, incr); err != nil {
+		if err := out.Capacity.apply(stored, &out.Usage, delta, incr); err != nil {
 			return nil, err
 		}
 	case reqM != nil:
-		q, err := ParseNodeRequest(reqM)
+		q, err := ParseNodeRequest(reqM, delta)
 		if err != nil {
 			return nil, err
 		}
@@ -113,7 +115,7 @@ func (n *Node) SetCapacity(resource, request json.RawMessage, delta, incr bool) 
 			if q.HasRmDisks {
 				return nil, errInvalid("rm-disks is only valid in absolute mode (delta false)")
 			}
-			err = out.Capacity.apply(q.toResource(), true, incr)
+			err = out.Capacity.apply(q.toResource(), &out.Usage, true, incr)
 		} else {
 			err = out.Capacity.applyAbsolute(q)
 		}
@@ -125,7 +127,7 @@ func (n *Node) SetCapacity(resource, request json.RawMessage, delta, incr bool) 
 		if err != nil {
 			return nil, err
 		}
-		if err := out.Capacity.apply(stored, delta, incr); err != nil {
+		if err := out.Capacity.apply(stored, &out.Usage, delta, incr); err != nil {
 			return nil, err
 		}
 	}
@@ -136,8 +138,12 @@ func (n *Node) SetCapacity(resource, request json.RawMessage, delta, incr bool) 
 }
 
 // apply replaces the capacity with a stored-form resource (delta false, a
-// rollback snapshot restored verbatim) or adds or subtracts it.
-func (r *Resource) apply(d Resource, delta, incr bool) error {
+// rollback snapshot restored verbatim) or adds or subtracts it. A delta's
+// values may be negative (eru-cli's `node set --delta --volume
+// /data0:-100G`); a result below zero or below the usage is refused, naming
+// the device and the amounts. A volume whose capacity reaches 0 goes; a
+// disk whose quotas reach 0 stays (only rm-disks removes a disk).
+func (r *Resource) apply(d Resource, usage *Resource, delta, incr bool) error {
 	if !delta {
 		*r = d.Clone()
 		for dev, size := range r.Volumes {
@@ -152,68 +158,91 @@ func (r *Resource) apply(d Resource, delta, incr bool) error {
 		sign = -1
 	}
 	for _, dev := range d.sortedDevices() {
+		change := sign * d.Volumes[dev]
 		old, ok := r.Volumes[dev]
-		if !ok && !incr {
-			return types.Errorf(types.FailedPrecondition, "volume %s: the node has no such volume to shrink", dev)
+		if !ok && change < 0 {
+			return types.Errorf(types.FailedPrecondition, "volume %s: the node has no such volume to shrink by %s", dev, Human(-change))
 		}
-		v := old + sign*d.Volumes[dev]
+		v := old + change
+		used := usage.Volumes[dev]
 		switch {
 		case v < 0:
-			return types.Errorf(types.FailedPrecondition, "volume %s: capacity %d minus %d would be negative", dev, old, d.Volumes[dev])
+			return types.Errorf(types.FailedPrecondition, "volume %s: capacity %s (%d bytes) %s would be below zero",
+				dev, Human(old), old, signed(change))
+		case v < used:
+			return types.Errorf(types.FailedPrecondition, "volume %s: capacity %s (%d bytes) %s would be %s, below its usage %s (%d bytes)",
+				dev, Human(old), old, signed(change), Human(v), Human(used), used)
 		case v > types.MaxExact:
 			return errInvalid("volume %s: capacity would exceed 8 PiB", dev)
 		case v == 0:
+			if usage.ZeroByte[dev] > 0 {
+				return types.Errorf(types.FailedPrecondition, "volume %s still hosts %d workload bindings: it cannot be removed", dev, usage.ZeroByte[dev])
+			}
 			delete(r.Volumes, dev)
 		default:
 			r.Volumes[dev] = v
 		}
 	}
-	s := r.Storage + sign*d.Storage
-	if s < 0 {
-		return types.Errorf(types.FailedPrecondition, "storage: capacity %d minus %d would be negative", r.Storage, d.Storage)
-	}
-	if s > types.MaxExact {
+	change := sign * d.Storage
+	s := r.Storage + change
+	switch {
+	case s < 0:
+		return types.Errorf(types.FailedPrecondition, "storage: capacity %s (%d bytes) %s would be below zero", Human(r.Storage), r.Storage, signed(change))
+	case s < usage.Storage:
+		return types.Errorf(types.FailedPrecondition, "storage: capacity %s (%d bytes) %s would be %s, below its usage %s (%d bytes)",
+			Human(r.Storage), r.Storage, signed(change), Human(s), Human(usage.Storage), usage.Storage)
+	case s > types.MaxExact:
 		return errInvalid("storage: capacity would exceed 8 PiB")
 	}
 	r.Storage = s
 	for _, dd := range d.Disks {
+		var change Quota
+		for i, q := range dd.Quota() {
+			change[i] = sign * q
+		}
 		cur := r.disk(dd.Device)
 		if cur == nil {
-			if !incr {
+			if !change.Covers(Quota{}) {
 				return types.Errorf(types.FailedPrecondition, "disk %s: the node has no such disk to shrink", dd.Device)
 			}
 			r.Disks = append(r.Disks, Disk{Device: dd.Device, Mounts: slices.Clone(dd.Mounts)})
-			r.Disks[len(r.Disks)-1].SetQuota(dd.Quota())
+			r.Disks[len(r.Disks)-1].SetQuota(change)
 			continue
 		}
-		if incr {
-			q := cur.Quota().Plus(dd.Quota())
-			for i, v := range q {
-				if v > types.MaxExact {
-					return errInvalid("disk %s: %s would exceed 2^53", dd.Device, QuotaNames[i])
-				}
+		var used Quota
+		if u := usage.disk(dd.Device); u != nil {
+			used = u.Quota()
+		}
+		q := cur.Quota().Plus(change)
+		for i, v := range q {
+			switch {
+			case v < 0:
+				return types.Errorf(types.FailedPrecondition, "disk %s: %s %d %s would be below zero", dd.Device, QuotaNames[i], cur.Quota()[i], signed(change[i]))
+			case v < used[i]:
+				return types.Errorf(types.FailedPrecondition, "disk %s: %s %d %s would be %d, below its usage %d", dd.Device, QuotaNames[i], cur.Quota()[i], signed(change[i]), v, used[i])
+			case v > types.MaxExact:
+				return errInvalid("disk %s: %s would exceed 2^53", dd.Device, QuotaNames[i])
 			}
-			cur.SetQuota(q)
+		}
+		cur.SetQuota(q)
+		if incr {
 			for _, m := range dd.Mounts {
 				if !slices.Contains(cur.Mounts, m) {
 					cur.Mounts = append(cur.Mounts, m)
 				}
 			}
-			continue
-		}
-		q := cur.Quota().Minus(dd.Quota())
-		for i, v := range q {
-			if v < 0 {
-				return types.Errorf(types.FailedPrecondition, "disk %s: %s %d minus %d would be negative", dd.Device, QuotaNames[i], cur.Quota()[i], dd.Quota()[i])
-			}
-		}
-		cur.SetQuota(q)
-		if q.IsZero() {
-			r.Disks = slices.DeleteFunc(r.Disks, func(x Disk) bool { return x.Device == dd.Device })
 		}
 	}
 	r.normalize()
 	return nil
+}
+
+// signed writes a change with its sign: "+ 10" or "- 10".
+func signed(n int64) string {
+	if n < 0 {
+		return "- " + strconv.FormatInt(-n, 10)
+	}
+	return "+ " + strconv.FormatInt(n, 10)
 }
 
 // applyAbsolute sets what an absolute request names and keeps the rest:
@@ -317,7 +346,7 @@ func (n *Node) NextUsage(resource, request, workloads json.RawMessage, delta, in
 			return nil, err
 		}
 	case reqM != nil:
-		q, err := ParseNodeRequest(reqM)
+		q, err := ParseNodeRequest(reqM, delta)
 		if err != nil {
 			return nil, err
 		}
@@ -359,6 +388,13 @@ func (n *Node) NextUsage(resource, request, workloads json.RawMessage, delta, in
 	}
 	if err != nil {
 		return nil, err
+	}
+	// A record written before bindings charged no bytes were counted (or by
+	// the upstream plugin) holds none: removing such a binding leaves 0.
+	for k, v := range next {
+		if strings.HasPrefix(k, "bindings:") && v < 0 {
+			next[k] = 0
+		}
 	}
 	return n.WithHeld(next), nil
 }
@@ -425,6 +461,18 @@ func (n *Node) Recompute(workloads []*Workload, released types.Amounts) (Resourc
 	for _, d := range sortedKeys(devs) {
 		if s, c := n.Usage.Volumes[d], computed.Volumes[d]; s != c {
 			diffs = append(diffs, fmt.Sprintf("volume %s: stored usage %d, workloads hold %d", d, s, c))
+		}
+	}
+	zero := map[string]bool{}
+	for d := range n.Usage.ZeroByte {
+		zero[d] = true
+	}
+	for d := range computed.ZeroByte {
+		zero[d] = true
+	}
+	for _, d := range sortedKeys(zero) {
+		if s, c := n.Usage.ZeroByte[d], computed.ZeroByte[d]; s != c {
+			diffs = append(diffs, fmt.Sprintf("volume %s: stored usage holds %d bindings charged no bytes, workloads hold %d", d, s, c))
 		}
 	}
 	disks := map[string]bool{}

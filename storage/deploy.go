@@ -1,9 +1,14 @@
 package storage
 
 import (
+	"context"
 	"errors"
+	"fmt"
 	"math/bits"
 	"slices"
+	"strconv"
+
+	"github.com/docker/go-units"
 
 	"github.com/eru-extend/resources/types"
 )
@@ -11,19 +16,23 @@ import (
 // DeployCapacity answers the capacity query for one node: how many more
 // workloads of this request fit (plans that survive, capped by maxDeploy and
 // by the storage budget), the node's used fraction and the fraction one
-// workload takes.
-func (n *Node) DeployCapacity(w *WorkloadRequest, maxDeploy int) types.NodeCapacity {
+// workload takes. It fails only when ctx is done (deadline_exceeded).
+func (n *Node) DeployCapacity(ctx context.Context, w *WorkloadRequest, maxDeploy int) (types.NodeCapacity, error) {
 	limit := n.budget(w, maxDeploy)
 	count := limit
 	if limit > 0 && w.needsScheduling() {
-		c, err := Count(NewHost(&n.Capacity, &n.Usage), &n.Capacity, w.Request, limit)
-		if err != nil {
+		c, err := Count(ctx, NewHost(&n.Capacity, &n.Usage), &n.Capacity, w.Request, limit)
+		var u errUncovered
+		switch {
+		case errors.As(err, &u):
 			c = 0 // a mount no disk of this node covers: nothing fits here
+		case err != nil:
+			return types.NodeCapacity{}, err
 		}
 		count = c
 	}
 	usage, rate := n.fractions(w)
-	return types.NodeCapacity{Capacity: count, Usage: usage, Rate: rate, Weight: 1}
+	return types.NodeCapacity{Capacity: count, Usage: usage, Rate: rate, Weight: 1}, nil
 }
 
 // budget caps maxDeploy by the storage budget left.
@@ -61,17 +70,22 @@ func (n *Node) fractions(w *WorkloadRequest) (usage, rate float64) {
 }
 
 // Deploy plans count workloads of the request on the node, or fails with
-// resource_exhausted saying how many fit.
-func (n *Node) Deploy(w *WorkloadRequest, count, maxDeploy int) ([]*Workload, error) {
+// resource_exhausted naming the binding and the limit that stopped the
+// next plan.
+func (n *Node) Deploy(ctx context.Context, w *WorkloadRequest, count, maxDeploy int) ([]*Workload, error) {
 	if count <= 0 {
 		return nil, errInvalid("deploy_count %d: want at least 1", count)
 	}
 	if count > maxDeploy {
 		return nil, types.Errorf(types.ResourceExhausted, "deploy_count %d is above scheduler.max_deploy_count %d", count, maxDeploy)
 	}
+	if n.unknown && !w.IsEmpty() {
+		return nil, types.Errorf(types.ResourceExhausted, "no storage record for this node: add it (add-node) or set its capacity first")
+	}
 	if fit := n.budget(w, maxDeploy); fit < count {
-		return nil, types.Errorf(types.ResourceExhausted, "storage budget: %d workloads of %d bytes need %d, %d left",
-			count, w.StorageRequest, mulSat(w.StorageRequest, int64(count)), max(0, n.Capacity.Storage-n.Usage.Storage))
+		left := max(0, n.Capacity.Storage-n.Usage.Storage)
+		return nil, types.Errorf(types.ResourceExhausted, "storage budget: %s asked (%d workloads of %s), %s left (%d bytes)",
+			Human(mulSat(w.StorageRequest, int64(count))), count, Human(w.StorageRequest), Human(left), left)
 	}
 	out := make([]*Workload, 0, count)
 	if !w.needsScheduling() {
@@ -80,18 +94,32 @@ func (n *Node) Deploy(w *WorkloadRequest, count, maxDeploy int) ([]*Workload, er
 		}
 		return out, nil
 	}
-	plans, err := Schedule(NewHost(&n.Capacity, &n.Usage), &n.Capacity, w.Request, count)
+	plans, short, err := Schedule(ctx, NewHost(&n.Capacity, &n.Usage), &n.Capacity, w.Request, count, maxDeploy)
 	if err != nil {
 		return nil, uncovered(err)
 	}
 	if len(plans) < count {
-		return nil, types.Errorf(types.ResourceExhausted, "need %d plans, have %d", count, len(plans))
+		why := ""
+		if short != nil && short.Binding != nil {
+			why = fmt.Sprintf(": plan %d: volume %s (%s): %s", len(plans)+1, short.Binding, Human(short.Binding.Size), short.Reason)
+		}
+		return nil, types.Errorf(types.ResourceExhausted, "need %d plans, have %d%s", count, len(plans), why)
 	}
 	for _, p := range plans {
 		out = append(out, n.workloadOf(w, p))
 	}
 	return out, nil
 }
+
+// Human writes a byte count in binary units for a person ("1.5 TiB").
+func Human(n int64) string {
+	if n < 0 {
+		return "-" + Human(-n)
+	}
+	return units.CustomSize("%.4g %s", float64(n), 1024, []string{"B", "KiB", "MiB", "GiB", "TiB", "PiB", "EiB"})
+}
+
+func itoa(n int64) string { return strconv.FormatInt(n, 10) }
 
 func uncovered(err error) error {
 	var u errUncovered

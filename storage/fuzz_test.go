@@ -1,9 +1,13 @@
 package storage
 
 import (
+	"context"
 	"encoding/json"
+	"path"
 	"strings"
 	"testing"
+	"unicode"
+	"unicode/utf8"
 
 	"github.com/stretchr/testify/require"
 
@@ -66,6 +70,8 @@ func FuzzParseBinding(f *testing.F) {
 		"AUTO:/d:rw:99999999999999999999P", "AUTO:/d:rw:9223372036854775807", "AUTO:/d:rw:9007199254740993",
 		"AUTO:/d:rw:8P:8P:8P:8P:8P", "\xff\xfe:/\xff", "", ":", ":::::::", "::::::::", "AUTO::rw:1",
 		"AUTO:/d:rwx:1", "AUTO:/d:rw:1.5", "AUTO:/d:rw: +1 ", "AUTO:/d:rw:-", "AUTO:/d:rw:--1",
+		// the forms the upstream plugin stores
+		"AUTO:/d:rowo:1", "AUTO:/d:ro:1", "AUTO:/d:wo:1", "AUTO:/d:mrowo:1", "AUTO:/d:oo:1", "AUTO:/d:roo:1", "AUTO:/d:owo:1",
 	} {
 		f.Add(s, false)
 		f.Add(s, true)
@@ -99,6 +105,14 @@ func FuzzParseBinding(f *testing.F) {
 		require.True(t, strings.HasPrefix(form, "/dev:"+b.Destination), "engine form %q", form)
 		if parts := strings.Split(form, ":"); len(parts) > 2 {
 			require.NotContains(t, parts[2], "m", "engine form %q keeps m", form)
+			if strings.Contains(b.Flags, "o") && strings.ContainsAny(b.Flags, "rw") {
+				// o is written after the letter it qualifies, and the
+				// engine form reads back as the same binding.
+				require.NotEqual(t, byte('o'), parts[2][0], "engine form %q", form)
+				back, err := ParseBinding(strings.Replace(form, "/dev", b.Source, 1), signed)
+				require.NoError(t, err, "engine form %q parses", form)
+				require.Equal(t, strings.ReplaceAll(b.Flags, "m", ""), back.Flags)
+			}
 		}
 	})
 }
@@ -114,6 +128,42 @@ func fuzzNode(t testing.TB) *Node {
 		  "storage":100}`)
 }
 
+// FuzzCheckDevicePath: a device accepted is an absolute, clean path with no
+// ':' and no control character, not AUTO; and a volume request names a
+// device exactly when the check accepts it.
+func FuzzCheckDevicePath(f *testing.F) {
+	for _, s := range []string{"/data0", "/", "/a:b", "data0", "/data\x000", "/data0/../etc", "AUTO", "/x/AUTO",
+		"/data0/", "//data0", "/data/./0", "/d\u0085", "/d\x7f", "/\xff\xfe", "", "/data0 ", " /data0"} {
+		f.Add(s)
+	}
+	f.Fuzz(func(t *testing.T, p string) {
+		err := CheckDevicePath("device", p)
+		if err == nil {
+			require.True(t, strings.HasPrefix(p, "/"))
+			require.Equal(t, path.Clean(p), p)
+			require.NotContains(t, p, ":")
+			require.False(t, strings.ContainsFunc(p, unicode.IsControl))
+			require.NotEqual(t, "AUTO", p)
+		} else {
+			require.NotContains(t, err.Error(), "\n")
+		}
+		if !utf8.ValidString(p) {
+			return // JSON cannot carry it (stdin that is not UTF-8 is refused whole)
+		}
+		body, jerr := json.Marshal(map[string]any{"volumes": []string{p + ":1"}})
+		require.NoError(t, jerr)
+		m, derr := types.DecodeObject(body, "resource")
+		require.NoError(t, derr)
+		q, perr := ParseNodeRequest(m, false)
+		if err != nil {
+			require.Error(t, perr, "a volume on %q is refused", p)
+			return
+		}
+		require.NoError(t, perr)
+		require.Equal(t, []VolumeSize{{Device: p, Size: 1}}, q.Volumes)
+	})
+}
+
 func FuzzSetCapacity(f *testing.F) {
 	seeds := append(commonJSONSeeds(),
 		[]byte(`{"volumes":["/data0:1T","/data1:1T"],"disks":["/dev/vda:/,/data0:1000:1000:1G:1G"],"storage":"2T"}`),
@@ -127,6 +177,17 @@ func FuzzSetCapacity(f *testing.F) {
 		[]byte(`{"volumes":["/d:-1"]}`),
 		[]byte(`{"storage":"2T"}`),
 		[]byte(`{"rm-disks":["/dev/vda"]}`),
+		// negative deltas as eru-cli sends them, and device names that are not paths
+		[]byte(`{"volumes":["/data0:-100"],"storage":"-10","disks":["/dev/vda:/data0:-10:0:0:0"]}`),
+		[]byte(`{"volumes":["/data1:-2001"]}`),
+		[]byte(`{"disks":["/dev/vda:/,/data0:-100:-100:-1000:-1000"]}`),
+		[]byte(`{"volumes":["/a:b:1G"]}`),
+		[]byte(`{"volumes":["data0:1G"]}`),
+		[]byte("{\"volumes\":[\"/d\\u00000:1\"]}"),
+		[]byte(`{"volumes":["/data0/../etc:1"]}`),
+		[]byte(`{"volumes":["AUTO:1"]}`),
+		[]byte(`{"volumes":{"/data0/":1},"disks":[],"storage":1}`),
+		[]byte(`{"disks":["vda:/:1:1:1:1"]}`),
 		deepJSON("disks", 20000),
 	)
 	for _, s := range seeds {
@@ -152,6 +213,12 @@ func FuzzSetCapacity(f *testing.F) {
 				}
 				require.NoError(t, out.Validate())
 				requireRecordExact(t, out)
+				for dev := range out.Capacity.Volumes {
+					require.NoError(t, CheckDevicePath("volume", dev))
+				}
+				for _, d := range out.Capacity.Disks {
+					require.NoError(t, checkDiskPaths(d))
+				}
 			}
 
 			next, err := n.NextUsage(nil, request, nil, delta, incr)
@@ -173,7 +240,7 @@ func FuzzSetCapacity(f *testing.F) {
 		}
 
 		if m, err := types.DecodeObject(request, "resource"); err == nil {
-			if q, err := ParseNodeRequest(m); err == nil {
+			if q, err := ParseNodeRequest(m, false); err == nil {
 				total := q.Storage
 				for _, v := range q.Volumes {
 					requireExact(t, v.Size, "volume", v.Device)
@@ -270,6 +337,10 @@ func FuzzDecodeWorkloads(f *testing.F) {
 		[]byte(`{"volume_plan_request":{"k":null},"disks_request":[null]}`),
 		[]byte(`{"storage_request":1.5}`),
 		[]byte(`{"volumes_request":[null]}`),
+		// as the upstream plugin stores them
+		[]byte(`{"volumes_request":["AUTO:/n:rowo:1:0:0:0:0"],"volumes_limit":["AUTO:/n:rowo:1:0:0:0:0"],"volume_plan_limit":{"AUTO:/n:rowo:1:0:0:0:0":{"/data0":1}},"disks_request":[{"device":"","mounts":null,"read_IOPS":0,"write_IOPS":0,"read_bps":0,"write_bps":0}]}`),
+		[]byte(`{"disks_request":[{"device":"","mounts":null,"read_IOPS":1}]}`),
+		[]byte(`{"volume_plan_request":{"AUTO:/u:rw:0:0:0:0:0":{"/data0":0}},"zero_byte_bindings":{"/data0":-1}}`),
 		deepJSON("volumes_request", 20000),
 	)
 	for _, s := range seeds {
@@ -285,7 +356,7 @@ func FuzzDecodeWorkloads(f *testing.F) {
 			out2, err := json.Marshal(again)
 			require.NoError(t, err)
 			require.JSONEq(t, string(out), string(out2))
-			require.NotPanics(t, func() { w.EngineParams() })
+			require.NotPanics(t, func() { _, _ = w.EngineParams() })
 		}
 		ws, err := DecodeWorkloads(data)
 		if err != nil {
@@ -381,7 +452,7 @@ var reallocFixtures = []string{normalWorkload, monoWorkload, otherWorkload, "nul
 func checkRealloc(t *testing.T, node *Node, oldRaw string, req *WorkloadRequest) {
 	old := mustWorkload(t, oldRaw)
 	before := node.Clone()
-	res, err := node.Realloc(old, req)
+	res, err := node.Realloc(context.Background(), old, req)
 	require.Equal(t, before, node, "Realloc changed the node it was given")
 	require.Equal(t, mustWorkload(t, oldRaw), old, "Realloc changed the workload it was given")
 	if err != nil {
@@ -406,6 +477,12 @@ func checkRealloc(t *testing.T, node *Node, oldRaw string, req *WorkloadRequest)
 		for _, v := range d.Quota() {
 			requireExact(t, v, "disk quota", d.Device)
 		}
+	}
+
+	// the engine never gets an AUTO source.
+	for _, v := range res.Engine.Volumes {
+		src := strings.SplitN(v, ":", 2)[0]
+		require.False(t, src == "" || strings.HasSuffix(src, "AUTO"), "engine volume %q", v)
 	}
 
 	// the delta commits, and the node then agrees with the workloads.

@@ -111,3 +111,11 @@ func mustJSON(t testing.TB, v any) []byte {
 	require.NoError(t, err)
 	return data
 }
+
+// mustParams derives a workload's engine params.
+func mustParams(t testing.TB, w *Workload) *EngineParams {
+	t.Helper()
+	p, err := w.EngineParams()
+	require.NoError(t, err)
+	return p
+}

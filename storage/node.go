@@ -35,12 +35,22 @@ type Resource struct {
 	Volumes map[string]int64 `json:"volumes"`
 	Disks   []Disk           `json:"disks"`
 	Storage int64            `json:"storage"`
+	// ZeroByte counts, per volume device, the workload bindings placed
+	// there that are charged no bytes (unlimited ones): such a device is
+	// not unused, though its usage in bytes is 0. Usage only; absent in
+	// records written before it existed, which read as holding none.
+	ZeroByte map[string]int64 `json:"zero_byte_bindings,omitempty"`
 }
+
+// ZeroByteKey is the key of Resource.ZeroByte in the stored form.
+const ZeroByteKey = "zero_byte_bindings"
 
 // Node is one node's record: what it offers and what workloads hold.
 type Node struct {
 	Capacity Resource `json:"capacity"`
 	Usage    Resource `json:"usage"`
+	// unknown marks the empty record of a node storage has never seen.
+	unknown bool
 }
 
 // normalize makes nil collections empty, so they encode as {} and [].
@@ -64,6 +74,12 @@ func (r Resource) Clone() Resource {
 	for k, v := range r.Volumes {
 		c.Volumes[k] = v
 	}
+	if len(r.ZeroByte) > 0 {
+		c.ZeroByte = make(map[string]int64, len(r.ZeroByte))
+		for k, v := range r.ZeroByte {
+			c.ZeroByte[k] = v
+		}
+	}
 	for i, d := range r.Disks {
 		d.Mounts = slices.Clone(d.Mounts)
 		c.Disks[i] = d
@@ -86,11 +102,12 @@ func (r *Resource) disk(device string) *Disk {
 	return nil
 }
 
-// volumeTotal is the sum of the volume sizes.
+// volumeTotal is the sum of the volume sizes (saturating: a record that
+// was not validated may hold anything).
 func (r *Resource) volumeTotal() int64 {
 	var t int64
 	for _, v := range r.Volumes {
-		t += v
+		t = satAdd(t, v)
 	}
 	return t
 }
@@ -133,6 +150,18 @@ func (n *Node) syncUsage() error {
 			n.Usage.Volumes[dev] = 0
 		}
 	}
+	for dev, count := range n.Usage.ZeroByte {
+		if _, ok := n.Capacity.Volumes[dev]; !ok && count != 0 {
+			return types.Errorf(types.FailedPrecondition, "volume %s still holds %d workload bindings", dev, count)
+		}
+		if count == 0 {
+			delete(n.Usage.ZeroByte, dev)
+		}
+	}
+	if len(n.Usage.ZeroByte) == 0 {
+		n.Usage.ZeroByte = nil
+	}
+	n.Capacity.ZeroByte = nil
 	var disks []Disk
 	for _, cd := range n.Capacity.Disks {
 		d := Disk{Device: cd.Device, Mounts: slices.Clone(cd.Mounts)}
@@ -169,6 +198,14 @@ func (n *Node) Validate() error {
 		if used > capacity {
 			return errInvalid("usage of volume %s would be %d bytes, above its capacity %d", dev, used, capacity)
 		}
+	}
+	for dev, count := range n.Usage.ZeroByte {
+		if _, ok := n.Capacity.Volumes[dev]; !ok && count != 0 {
+			return errInvalid("usage of volume %s: %d bindings on a volume the node does not have", dev, count)
+		}
+	}
+	if len(n.Capacity.ZeroByte) > 0 {
+		return errInvalid("capacity holds %s: only usage counts bindings", ZeroByteKey)
 	}
 	for _, ud := range n.Usage.Disks {
 		cd := n.Capacity.disk(ud.Device)
@@ -207,6 +244,11 @@ func (r *Resource) validate(what string) error {
 			return errInvalid("%s volumes add up to more than 8 PiB", what)
 		}
 	}
+	for dev, n := range r.ZeroByte {
+		if n < 0 || n > types.MaxExact {
+			return errInvalid("%s of volume %s: %d bindings is out of range", what, dev, n)
+		}
+	}
 	seen := map[string]bool{}
 	for _, d := range r.Disks {
 		if d.Device == "" {
@@ -234,6 +276,9 @@ func (r *Resource) amounts() types.Amounts {
 	a := types.Amounts{"storage": r.Storage}
 	for dev, v := range r.Volumes {
 		a["volume:"+dev] = v
+	}
+	for dev, v := range r.ZeroByte {
+		a["bindings:"+dev] = v
 	}
 	for _, d := range r.Disks {
 		for i, q := range d.Quota() {
@@ -263,6 +308,13 @@ func resourceFromAmounts(a types.Amounts, capacity *Resource) Resource {
 		switch {
 		case strings.HasPrefix(k, "volume:"):
 			r.Volumes[strings.TrimPrefix(k, "volume:")] = v
+		case strings.HasPrefix(k, "bindings:"):
+			if v != 0 {
+				if r.ZeroByte == nil {
+					r.ZeroByte = map[string]int64{}
+				}
+				r.ZeroByte[strings.TrimPrefix(k, "bindings:")] = v
+			}
 		case strings.HasPrefix(k, "disk:"):
 			rest := strings.TrimPrefix(k, "disk:")
 			i := strings.LastIndex(rest, ":")

@@ -29,7 +29,11 @@ func (Plugin) Encode(n *Node) ([]byte, error) {
 }
 
 // Empty is a node storage has never seen.
-func (Plugin) Empty() *Node { return NewNode() }
+func (Plugin) Empty() *Node {
+	n := NewNode()
+	n.unknown = true
+	return n
+}
 
 // View is the record's capacity and usage in stored form.
 func (Plugin) View(n *Node, _ types.Env) (any, any) { return n.Capacity, n.Usage }
@@ -107,26 +111,37 @@ func (Plugin) ParseRequest(raw json.RawMessage) (*WorkloadRequest, error) {
 }
 
 // DeployCapacity answers the capacity query for one node.
+// When the call's context (env.Ctx) is done the search stops and the node
+// answers no capacity; the engine then fails the verb with
+// deadline_exceeded.
 func (Plugin) DeployCapacity(n *Node, w *WorkloadRequest, env types.Env) types.NodeCapacity {
-	return n.DeployCapacity(w, env.MaxDeployCount)
+	c, err := n.DeployCapacity(env.Ctx, w, env.MaxDeployCount)
+	if err != nil {
+		return types.NodeCapacity{}
+	}
+	return c
 }
 
 // Deploy plans count workloads.
 func (Plugin) Deploy(n *Node, w *WorkloadRequest, count int, env types.Env) (*types.Deploy, error) {
-	wls, err := n.Deploy(w, count, env.MaxDeployCount)
+	wls, err := n.Deploy(env.Ctx, w, count, env.MaxDeployCount)
 	if err != nil {
 		return nil, err
 	}
 	out := &types.Deploy{EnginesParams: make([]any, 0, len(wls)), WorkloadsResource: make([]any, 0, len(wls))}
 	for _, wl := range wls {
-		out.EnginesParams = append(out.EnginesParams, wl.EngineParams())
+		params, err := wl.EngineParams()
+		if err != nil {
+			return nil, err
+		}
+		out.EnginesParams = append(out.EnginesParams, params)
 		out.WorkloadsResource = append(out.WorkloadsResource, wl)
 	}
 	return out, nil
 }
 
 // Realloc resizes a workload.
-func (Plugin) Realloc(n *Node, workload, request json.RawMessage, _ types.Env) (*types.Realloc, bool, error) {
+func (Plugin) Realloc(n *Node, workload, request json.RawMessage, env types.Env) (*types.Realloc, bool, error) {
 	old, err := DecodeWorkload(workload)
 	if err != nil {
 		return nil, false, err
@@ -135,7 +150,7 @@ func (Plugin) Realloc(n *Node, workload, request json.RawMessage, _ types.Env) (
 	if err != nil {
 		return nil, false, err
 	}
-	res, err := n.Realloc(old, req)
+	res, err := n.Realloc(env.Ctx, old, req)
 	if err != nil {
 		return nil, false, err
 	}

@@ -1,6 +1,7 @@
 package storage
 
 import (
+	"context"
 	"errors"
 	"fmt"
 	"math/rand/v2"
@@ -37,6 +38,12 @@ func randomNode(r *rand.Rand) *Node {
 		switch r.IntN(3) {
 		case 0:
 			n.Usage.Volumes[name] = 0
+			if r.IntN(3) == 0 { // it hosts bindings charged no bytes: not unused
+				if n.Usage.ZeroByte == nil {
+					n.Usage.ZeroByte = map[string]int64{}
+				}
+				n.Usage.ZeroByte[name] = 1 + r.Int64N(3)
+			}
 		case 1:
 			n.Usage.Volumes[name] = r.Int64N(capacity + 1)
 		default:
@@ -185,7 +192,7 @@ func TestSchedulePlansKeepTheirInvariants(t *testing.T) {
 		limit := 1 + r.IntN(50)
 		ctx := fmt.Sprintf("case %d", c)
 
-		plans, err := Schedule(h, &n.Capacity, bs, limit)
+		plans, _, err := Schedule(context.Background(), h, &n.Capacity, bs, limit, limit)
 		if uncoveredMount(n, bs) {
 			var u errUncovered
 			require.True(t, errors.As(err, &u), "%s: an uncovered mount is an error", ctx)
@@ -194,7 +201,7 @@ func TestSchedulePlansKeepTheirInvariants(t *testing.T) {
 		require.NoError(t, err, ctx)
 		checkPlans(t, n, h, bs, plans, limit, ctx)
 
-		count, err := Count(h, &n.Capacity, bs, limit)
+		count, err := Count(context.Background(), h, &n.Capacity, bs, limit)
 		require.NoError(t, err)
 		require.Equal(t, count, len(plans), "%s: Count(limit) is the number of plans Schedule(limit) makes", ctx)
 	}
@@ -212,13 +219,13 @@ func TestScheduleOfFewerThanCountSucceeds(t *testing.T) {
 		if uncoveredMount(n, bs) {
 			continue
 		}
-		count, err := Count(h, &n.Capacity, bs, 100)
+		count, err := Count(context.Background(), h, &n.Capacity, bs, 100)
 		require.NoError(t, err)
 		for _, want := range []int{1, count / 2, count} {
 			if want == 0 || want > count {
 				continue
 			}
-			plans, err := Schedule(h, &n.Capacity, bs, want)
+			plans, _, err := Schedule(context.Background(), h, &n.Capacity, bs, want, 100)
 			require.NoError(t, err)
 			require.Len(t, plans, want, "case %d: Count(100) = %d but Schedule(%d) fell short", c, count, want)
 			checkPlans(t, n, h, bs, plans, want, fmt.Sprintf("case %d", c))
@@ -238,7 +245,8 @@ func TestDeployCapacityNeverExceedsTheBudget(t *testing.T) {
 		flat := r.Int64N(3000)
 		w := mustRequest(t, fmt.Sprintf(`{"volumes":[%s],"storage":%d}`, strings.Join(list, ","), flat), false)
 		maxDeploy := 1 + r.IntN(100)
-		got := n.DeployCapacity(w, maxDeploy)
+		got, err := n.DeployCapacity(context.Background(), w, maxDeploy)
+		require.NoError(t, err)
 		ctx := fmt.Sprintf("case %d", c)
 		require.GreaterOrEqual(t, got.Capacity, 0, ctx)
 		require.LessOrEqual(t, got.Capacity, maxDeploy, ctx)
@@ -249,7 +257,7 @@ func TestDeployCapacityNeverExceedsTheBudget(t *testing.T) {
 			continue
 		}
 		// a deploy of the count answered never asks more than the node has.
-		wls, err := n.Deploy(w, got.Capacity, maxDeploy)
+		wls, err := n.Deploy(context.Background(), w, got.Capacity, maxDeploy)
 		require.NoError(t, err, "%s: a deploy of the capacity answered fails", ctx)
 		after, err := n.NextUsage(nil, nil, mustJSON(t, wls), true, true)
 		require.NoError(t, err)
@@ -276,7 +284,7 @@ func TestReallocDeltaMovesUsageFromOldToNew(t *testing.T) {
 			list[i] = fmt.Sprintf("%q", b.String())
 		}
 		w := mustRequest(t, fmt.Sprintf(`{"volumes":[%s],"storage":%d}`, strings.Join(list, ","), r.Int64N(100)), false)
-		wls, err := n.Deploy(w, 1, 10)
+		wls, err := n.Deploy(context.Background(), w, 1, 10)
 		if err != nil {
 			continue
 		}
@@ -306,7 +314,7 @@ func TestReallocDeltaMovesUsageFromOldToNew(t *testing.T) {
 			deltas = append(deltas, fmt.Sprintf("%q", fmt.Sprintf("AUTO:/new:rw:%d", 1+r.Int64N(2000))))
 		}
 		req := mustRequest(t, fmt.Sprintf(`{"volumes":[%s],"storage":%d}`, strings.Join(deltas, ","), r.Int64N(200)-50), true)
-		res, err := n.Realloc(old, req)
+		res, err := n.Realloc(context.Background(), old, req)
 		if err != nil {
 			var e *types.Error
 			require.ErrorAs(t, err, &e, ctx)

@@ -1,6 +1,7 @@
 package storage
 
 import (
+	"context"
 	"fmt"
 	"slices"
 
@@ -24,7 +25,7 @@ type ReallocResult struct {
 // destination and flags stay on their device (a monopoly group stays whole
 // when any of its bindings matches) and only the difference is charged,
 // while the rest is scheduled afresh.
-func (n *Node) Realloc(old *Workload, req *WorkloadRequest) (*ReallocResult, error) {
+func (n *Node) Realloc(ctx context.Context, old *Workload, req *WorkloadRequest) (*ReallocResult, error) {
 	next, err := mergeRequest(old, req)
 	if err != nil {
 		return nil, err
@@ -35,17 +36,20 @@ func (n *Node) Realloc(old *Workload, req *WorkloadRequest) (*ReallocResult, err
 			resched = true
 		}
 	}
+	if n.unknown && (resched || next.StorageRequest > old.StorageRequest) {
+		return nil, types.Errorf(types.ResourceExhausted, "no storage record for this node: add it (add-node) or set its capacity first")
+	}
 	var wl *Workload
 	if resched {
-		if wl, err = n.replan(old, next); err != nil {
+		if wl, err = n.replan(ctx, old, next); err != nil {
 			return nil, err
 		}
 	} else {
 		wl = &Workload{
 			VolumesRequest:    next.Request,
 			VolumesLimit:      next.Limit,
-			VolumePlanRequest: clonePlan(old.VolumePlanRequest),
-			VolumePlanLimit:   clonePlan(old.VolumePlanLimit),
+			VolumePlanRequest: rekeyPlan(old.VolumePlanRequest, next.Request),
+			VolumePlanLimit:   rekeyPlan(old.VolumePlanLimit, next.Limit),
 			StorageRequest:    next.StorageRequest,
 			StorageLimit:      next.StorageLimit,
 			DisksRequest:      slices.Clone(old.DisksRequest),
@@ -53,8 +57,9 @@ func (n *Node) Realloc(old *Workload, req *WorkloadRequest) (*ReallocResult, err
 		}
 	}
 	if grow := wl.StorageRequest - old.StorageRequest; grow > 0 && n.Usage.Storage+grow > n.Capacity.Storage {
-		return nil, types.Errorf(types.ResourceExhausted, "storage budget: the workload grows by %d bytes, %d left",
-			grow, max(0, n.Capacity.Storage-n.Usage.Storage))
+		left := max(0, n.Capacity.Storage-n.Usage.Storage)
+		return nil, types.Errorf(types.ResourceExhausted, "storage budget: the workload grows by %s, %s left (%d bytes)",
+			Human(grow), Human(left), left)
 	}
 	delta := diffWorkloads(old, wl)
 	held, err := sumWorkloads([]*Workload{delta})
@@ -67,9 +72,30 @@ func (n *Node) Realloc(old *Workload, req *WorkloadRequest) (*ReallocResult, err
 			grows = true
 		}
 	}
-	params := wl.EngineParams()
-	params.VolumeChanged = !sameVolumes(old.engineVolumes(), params.Volumes)
+	params, err := wl.EngineParams()
+	if err != nil {
+		return nil, err
+	}
+	params.VolumeChanged = volumesMoved(old, wl)
 	return &ReallocResult{Engine: params, Delta: delta, Workload: wl, Grows: grows}, nil
+}
+
+// rekeyPlan carries a plan through a realloc that moves nothing: each
+// binding's entry, found by the parsed binding, keyed by the binding's own
+// stored form (an upstream record may spell its flags otherwise).
+func rekeyPlan(p VolumePlan, bindings []*VolumeBinding) VolumePlan {
+	index := planIndex(p)
+	out := VolumePlan{}
+	for _, b := range bindings {
+		if devs, ok := index[b.identity()]; ok {
+			c := make(map[string]int64, len(devs))
+			for d, v := range devs {
+				c[d] = v
+			}
+			out[b.String()] = c
+		}
+	}
+	return out
 }
 
 // mergeRequest applies a realloc request's deltas to a workload.
@@ -103,8 +129,8 @@ func mergeRequest(old *Workload, req *WorkloadRequest) (*WorkloadRequest, error)
 		}
 		raiseLimit(r, next.Limit[i])
 	}
-	flatReq := max(0, old.StorageRequest-sizeOf(old.VolumesRequest)) + req.FlatRequest
-	flatLim := max(0, old.StorageLimit-sizeOf(oldLimits)) + req.FlatLimit
+	flatReq := max(0, satAdd(old.StorageRequest, -sizeOf(old.VolumesRequest))) + req.FlatRequest
+	flatLim := max(0, satAdd(old.StorageLimit, -sizeOf(oldLimits))) + req.FlatLimit
 	if flatReq < 0 {
 		return nil, errInvalid("storage request would go below zero")
 	}
@@ -115,10 +141,12 @@ func mergeRequest(old *Workload, req *WorkloadRequest) (*WorkloadRequest, error)
 	return next, nil
 }
 
+// sizeOf is the bindings' total size (saturating: a stored workload may
+// list any number of them).
 func sizeOf(bs []*VolumeBinding) int64 {
 	var t int64
 	for _, b := range bs {
-		t += b.Size
+		t = satAdd(t, b.Size)
 	}
 	return t
 }
@@ -159,8 +187,10 @@ func mergeBindings(base, deltas []*VolumeBinding) ([]*VolumeBinding, map[identit
 }
 
 // replan places a workload's merged bindings, keeping affinity with its
-// current plan.
-func (n *Node) replan(old *Workload, next *WorkloadRequest) (*Workload, error) {
+// current plan. A monopoly group stays on its device, re-split among the
+// group after the workload's other bindings on that device have their
+// size.
+func (n *Node) replan(ctx context.Context, old *Workload, next *WorkloadRequest) (*Workload, error) {
 	oldHeld, err := sumWorkloads([]*Workload{old})
 	if err != nil {
 		return nil, err
@@ -178,11 +208,7 @@ func (n *Node) replan(old *Workload, next *WorkloadRequest) (*Workload, error) {
 		devIndex[d.Name] = i
 	}
 	placed := map[identity]string{}
-	for key, devs := range old.VolumePlanRequest {
-		id, ok := planIdentity(key)
-		if !ok {
-			continue
-		}
+	for id, devs := range planIndex(old.VolumePlanRequest) {
 		for dev := range devs {
 			if _, known := devIndex[dev]; known {
 				placed[id] = dev
@@ -200,6 +226,7 @@ func (n *Node) replan(old *Workload, next *WorkloadRequest) (*Workload, error) {
 		return nil, uncovered(err)
 	}
 	var afresh []int
+	touched := map[int]bool{}
 
 	// The monopoly group stays whole where any of its bindings was.
 	monoDev := -1
@@ -211,15 +238,26 @@ func (n *Node) replan(old *Workload, next *WorkloadRequest) (*Workload, error) {
 	}
 	if monoDev >= 0 {
 		dev := &h.Devices[monoDev]
-		if s.free[monoDev] < d.monoTotal {
-			return nil, types.Errorf(types.ResourceExhausted, "monopoly volumes of %d bytes do not fit their device %s (%d bytes)", d.monoTotal, dev.Name, s.free[monoDev])
+		// the workload's other bindings kept on the device take their size
+		// first; the group splits the rest.
+		var others int64
+		for _, bi := range slices.Concat(d.normal, d.unlimited) {
+			if placed[bs[bi].identity()] == dev.Name {
+				others += bs[bi].Size
+			}
+		}
+		room := s.free[monoDev] - others
+		if room < d.monoTotal {
+			return nil, types.Errorf(types.ResourceExhausted, "monopoly volumes of %s and the workload's other volumes of %s do not fit their device %s (%s, %d bytes)",
+				Human(d.monoTotal), Human(others), dev.Name, Human(s.free[monoDev]), s.free[monoDev])
 		}
 		if !s.ioFits(monoDev, d.monoQuota) {
 			return nil, types.Errorf(types.ResourceExhausted, "disk quota left for device %s does not cover %s", dev.Name, fmtQuota(d.monoQuota))
 		}
-		shares := split(s.free[monoDev], d, d.mono)
-		s.free[monoDev] = 0
+		shares := split(room, d, d.mono)
+		s.free[monoDev] = others
 		s.chargeIO(monoDev, d.monoQuota)
+		touched[monoDev] = true
 		for j, bi := range d.mono {
 			plan.Device[bi], plan.Size[bi], plan.Disk[bi] = dev.Name, shares[j], dev.Disk
 		}
@@ -236,29 +274,30 @@ func (n *Node) replan(old *Workload, next *WorkloadRequest) (*Workload, error) {
 		}
 		i := devIndex[dev]
 		if s.free[i] < b.Size {
-			return nil, types.Errorf(types.ResourceExhausted, "volume %s:%s cannot grow to %d bytes on %s: %d bytes free", b.Source, b.Destination, b.Size, dev, s.free[i])
+			return nil, types.Errorf(types.ResourceExhausted, "volume %s:%s cannot grow to %s on %s: %s free (%d bytes)", b.Source, b.Destination, Human(b.Size), dev, Human(s.free[i]), s.free[i])
 		}
 		if !s.ioFits(i, b.Quota) {
 			return nil, types.Errorf(types.ResourceExhausted, "volume %s:%s: the disk of %s has not %s of IO quota left", b.Source, b.Destination, dev, fmtQuota(b.Quota))
 		}
 		s.free[i] -= b.Size
 		s.chargeIO(i, b.Quota)
+		touched[i] = true
 		plan.Device[bi], plan.Size[bi], plan.Disk[bi] = dev, b.Size, h.Devices[i].Disk
 	}
 
 	for j, bi := range d.mounts {
 		disk := d.mountDisk[j]
 		if !s.io[disk].Covers(bs[bi].Quota) {
-			return nil, types.Errorf(types.ResourceExhausted, "volume %s: disk %s has not %s of IO quota left", bs[bi], n.Capacity.Disks[disk].Device, fmtQuota(bs[bi].Quota))
+			return nil, types.Errorf(types.ResourceExhausted, "volume %s: disk %s has %s of IO quota left", bs[bi], n.Capacity.Disks[disk].Device, quotaLeft(s.io[disk], bs[bi].Quota))
 		}
 		s.io[disk] = s.io[disk].Minus(bs[bi].Quota)
 		plan.Disk[bi] = disk
 	}
 
 	if len(afresh) > 0 {
-		rest := &Host{Devices: slices.Clone(h.Devices), Disks: slices.Clone(s.io)}
+		rest := &Host{Devices: slices.Clone(h.Devices), Disks: slices.Clone(s.io), DiskNames: h.DiskNames}
 		for i := range rest.Devices {
-			if s.free[i] != rest.Devices[i].Free {
+			if touched[i] {
 				rest.Devices[i].Unused = false // this workload keeps using it
 			}
 			rest.Devices[i].Free = s.free[i]
@@ -267,12 +306,16 @@ func (n *Node) replan(old *Workload, next *WorkloadRequest) (*Workload, error) {
 		for j, bi := range afresh {
 			sub[j] = bs[bi]
 		}
-		plans, err := Schedule(rest, &n.Capacity, sub, 1)
+		plans, short, err := Schedule(ctx, rest, &n.Capacity, sub, 1, 1)
 		if err != nil {
 			return nil, uncovered(err)
 		}
 		if len(plans) == 0 {
-			return nil, types.Errorf(types.ResourceExhausted, "no room on the node for %s", describe(sub))
+			why := ""
+			if short != nil {
+				why = ": " + short.Reason
+			}
+			return nil, types.Errorf(types.ResourceExhausted, "no room on the node for %s%s", describe(sub), why)
 		}
 		for j, bi := range afresh {
 			plan.Device[bi], plan.Size[bi], plan.Disk[bi] = plans[0].Device[j], plans[0].Size[j], plans[0].Disk[j]
@@ -316,7 +359,31 @@ func diffWorkloads(old, next *Workload) *Workload {
 		StorageLimit:      next.StorageLimit - old.StorageLimit,
 		DisksRequest:      diffDisks(old.DisksRequest, next.DisksRequest),
 		DisksLimit:        diffDisks(old.DisksLimit, next.DisksLimit),
+		ZeroByte:          diffZeroByte(old, next),
 	}
+}
+
+// diffZeroByte is the change of the bindings charged no bytes per device;
+// never nil, so the delta is read as a delta of them.
+func diffZeroByte(old, next *Workload) map[string]int64 {
+	out := map[string]int64{}
+	count := func(p VolumePlan, sign int64) {
+		for _, devs := range p {
+			for dev, v := range devs {
+				if v == 0 {
+					out[dev] += sign
+				}
+			}
+		}
+	}
+	count(next.VolumePlanRequest, 1)
+	count(old.VolumePlanRequest, -1)
+	for dev, v := range out {
+		if v == 0 {
+			delete(out, dev)
+		}
+	}
+	return out
 }
 
 func diffPlans(old, next VolumePlan) VolumePlan {
@@ -327,7 +394,7 @@ func diffPlans(old, next VolumePlan) VolumePlan {
 				if out[key] == nil {
 					out[key] = map[string]int64{}
 				}
-				out[key][dev] += sign * v
+				out[key][dev] = satAdd(out[key][dev], sign*v)
 			}
 		}
 	}

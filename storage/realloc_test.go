@@ -1,6 +1,7 @@
 package storage
 
 import (
+	"context"
 	"encoding/json"
 	"testing"
 
@@ -96,7 +97,7 @@ func TestRealloc(t *testing.T) {
 			deltaStorage:  200,
 			deltaDisks:    []Disk{},
 			grows:         true,
-			volumeChanged: true,
+			volumeChanged: false, // a resize on the same device: core updates in place
 			engine:        []string{"/data0:/a:rw:500", "/data0:/q:rw:0:60:0:0:0"},
 		},
 		{
@@ -108,7 +109,7 @@ func TestRealloc(t *testing.T) {
 			delta:         map[string]int64{"/data0": -100},
 			deltaStorage:  -100,
 			deltaDisks:    []Disk{},
-			volumeChanged: true,
+			volumeChanged: false, // a resize on the same device: core updates in place
 			engine:        []string{"/data0:/a:rw:200", "/data0:/q:rw:0:60:0:0:0"},
 		},
 		{
@@ -132,7 +133,7 @@ func TestRealloc(t *testing.T) {
 			delta:         map[string]int64{},
 			deltaDisks:    []Disk{{Device: "/dev/a", Mounts: []string{"/data0"}, ReadIOPS: 30}},
 			grows:         true,
-			volumeChanged: true,
+			volumeChanged: false, // a resize on the same device: core updates in place
 			engine:        []string{"/data0:/a:rw:300", "/data0:/q:rw:0:90:0:0:0"},
 		},
 		{
@@ -184,7 +185,7 @@ func TestRealloc(t *testing.T) {
 			deltaStorage:  100,
 			deltaDisks:    []Disk{},
 			grows:         true,
-			volumeChanged: true,
+			volumeChanged: false, // a resize on the same device: core updates in place
 			engine:        []string{"/data1:/m1:rw:400", "/data1:/m2:rw:1600"},
 		},
 		{
@@ -222,7 +223,7 @@ func TestRealloc(t *testing.T) {
 		t.Run(tt.name, func(t *testing.T) {
 			n := reallocNode(t)
 			old := mustWorkload(t, tt.old)
-			res, err := n.Realloc(old, mustRequest(t, tt.request, true))
+			res, err := n.Realloc(context.Background(), old, mustRequest(t, tt.request, true))
 			require.NoError(t, err)
 			require.Equal(t, tt.volumes, strs(res.Workload.VolumesRequest))
 			require.Equal(t, tt.plan, res.Workload.VolumePlanRequest)
@@ -253,7 +254,7 @@ func TestRealloc(t *testing.T) {
 		class              types.Class
 		errHas             string
 	}{
-		{"growth its device cannot hold", normalWorkload, `{"volumes":["AUTO:/a:rw:601"]}`, types.ResourceExhausted, "cannot grow to 901 bytes on /data0: 900 bytes free"},
+		{"growth its device cannot hold", normalWorkload, `{"volumes":["AUTO:/a:rw:601"]}`, types.ResourceExhausted, "cannot grow to 901 B on /data0: 900 B free (900 bytes)"},
 		{"IO quota its disk cannot give", normalWorkload, `{"volumes":["AUTO:/q:rw:0:41:0:0:0"]}`, types.ResourceExhausted, "IO quota"},
 		{"a monopoly group outgrowing its device", monoWorkload, `{"volumes":["AUTO:/m1:mrw:1601"]}`, types.ResourceExhausted, "do not fit their device /data1"},
 		{"shrinking below zero", normalWorkload, `{"volumes":["AUTO:/a:rw:-301"]}`, types.InvalidArgument, "below zero"},
@@ -265,7 +266,7 @@ func TestRealloc(t *testing.T) {
 	}
 	for _, tt := range refusals {
 		t.Run("a realloc of "+tt.name+" is refused", func(t *testing.T) {
-			_, err := reallocNode(t).Realloc(mustWorkload(t, tt.old), mustRequest(t, tt.request, true))
+			_, err := reallocNode(t).Realloc(context.Background(), mustWorkload(t, tt.old), mustRequest(t, tt.request, true))
 			requireClass(t, err, tt.class)
 			require.ErrorContains(t, err, tt.errHas)
 		})

@@ -42,28 +42,30 @@ func (q *NodeRequest) volumeTotal() int64 {
 // strings (or an object of sizes), its disks
 // "device:mounts:read_IOPS:write_IOPS:read_BPS:write_BPS" strings (or disk
 // objects), storage a human size or a number of bytes, rm-disks
-// "device,device".
-func ParseNodeRequest(m map[string]json.RawMessage) (*NodeRequest, error) {
+// "device,device". signed allows negative sizes and quotas: a delta, which
+// is how eru-cli shrinks a node (`node set --delta --volume /data0:-100G`).
+// Every device and mount is an absolute, clean path (CheckDevicePath).
+func ParseNodeRequest(m map[string]json.RawMessage, signed bool) (*NodeRequest, error) {
 	if err := types.RefuseUnknown(m, "storage request", "volumes", "disks", "storage", "rm-disks"); err != nil {
 		return nil, err
 	}
 	q := &NodeRequest{}
 	if raw, ok := m["volumes"]; ok && !types.IsNull(raw) {
-		vols, err := parseVolumeSizes(raw)
+		vols, err := parseVolumeSizes(raw, signed)
 		if err != nil {
 			return nil, err
 		}
 		q.Volumes, q.HasVolumes = vols, true
 	}
 	if raw, ok := m["disks"]; ok && !types.IsNull(raw) {
-		disks, err := parseDisks(raw)
+		disks, err := parseDisks(raw, signed)
 		if err != nil {
 			return nil, err
 		}
 		q.Disks, q.HasDisks = disks, true
 	}
 	if raw, ok := m["storage"]; ok && !types.IsNull(raw) {
-		n, err := parseSizeValue(raw, false)
+		n, err := parseSizeValue(raw, signed)
 		if err != nil {
 			return nil, errInvalid("storage: %v", err)
 		}
@@ -79,6 +81,9 @@ func ParseNodeRequest(m map[string]json.RawMessage) (*NodeRequest, error) {
 		}
 		for _, d := range list {
 			if d = strings.TrimSpace(d); d != "" {
+				if err := CheckDevicePath("rm-disks: disk", d); err != nil {
+					return nil, errInvalid("%v", err)
+				}
 				q.RmDisks = append(q.RmDisks, d)
 			}
 		}
@@ -109,7 +114,7 @@ func sumSizes(vals ...int64) (int64, bool) {
 	return t, true
 }
 
-func parseVolumeSizes(raw json.RawMessage) ([]VolumeSize, error) {
+func parseVolumeSizes(raw json.RawMessage, signed bool) ([]VolumeSize, error) {
 	var list []string
 	if err := json.Unmarshal(raw, &list); err == nil {
 		out := make([]VolumeSize, 0, len(list))
@@ -119,11 +124,14 @@ func parseVolumeSizes(raw json.RawMessage) ([]VolumeSize, error) {
 			if i <= 0 {
 				return nil, errInvalid("volume %q: want device:size", clip([]byte(s)))
 			}
-			size, err := ParseSize(s[i+1:], false)
+			size, err := ParseSize(s[i+1:], signed)
 			if err != nil {
 				return nil, errInvalid("volume %q: %v", clip([]byte(s)), err)
 			}
 			dev := s[:i]
+			if err := CheckDevicePath("volume device", dev); err != nil {
+				return nil, errInvalid("volume %q: %v", clip([]byte(s)), err)
+			}
 			if seen[dev] {
 				return nil, errInvalid("volume %s is listed twice", dev)
 			}
@@ -141,7 +149,10 @@ func parseVolumeSizes(raw json.RawMessage) ([]VolumeSize, error) {
 		if dev == "" {
 			return nil, errInvalid("volumes: a device name is empty")
 		}
-		size, err := parseSizeValue(v, false)
+		if err := CheckDevicePath("volume device", dev); err != nil {
+			return nil, errInvalid("volumes: %v", err)
+		}
+		size, err := parseSizeValue(v, signed)
 		if err != nil {
 			return nil, errInvalid("volume %s: %v", dev, err)
 		}
@@ -151,7 +162,7 @@ func parseVolumeSizes(raw json.RawMessage) ([]VolumeSize, error) {
 	return out, nil
 }
 
-func parseDisks(raw json.RawMessage) ([]Disk, error) {
+func parseDisks(raw json.RawMessage, signed bool) ([]Disk, error) {
 	var items []json.RawMessage
 	if err := json.Unmarshal(raw, &items); err != nil {
 		return nil, errInvalid("disks: want a list, got %s", clip(raw))
@@ -162,7 +173,7 @@ func parseDisks(raw json.RawMessage) ([]Disk, error) {
 		var d Disk
 		var s string
 		if err := json.Unmarshal(item, &s); err == nil {
-			parsed, err := parseDiskString(s)
+			parsed, err := parseDiskString(s, signed)
 			if err != nil {
 				return nil, err
 			}
@@ -173,8 +184,11 @@ func parseDisks(raw json.RawMessage) ([]Disk, error) {
 		if d.Device == "" {
 			return nil, errInvalid("disk %s: no device", clip(item))
 		}
+		if err := checkDiskPaths(d); err != nil {
+			return nil, err
+		}
 		for i, q := range d.Quota() {
-			if q < 0 || q > maxBytes {
+			if (q < 0 && !signed) || q > maxBytes || q < -maxBytes {
 				return nil, errInvalid("disk %s: %s %d is out of range", d.Device, QuotaNames[i], q)
 			}
 		}
@@ -190,7 +204,20 @@ func parseDisks(raw json.RawMessage) ([]Disk, error) {
 	return out, nil
 }
 
-func parseDiskString(s string) (Disk, error) {
+// checkDiskPaths checks a disk's device and mounts (CheckDevicePath).
+func checkDiskPaths(d Disk) error {
+	if err := CheckDevicePath("disk device", d.Device); err != nil {
+		return errInvalid("%v", err)
+	}
+	for _, m := range d.Mounts {
+		if err := CheckDevicePath("disk "+d.Device+": mount", m); err != nil {
+			return errInvalid("%v", err)
+		}
+	}
+	return nil
+}
+
+func parseDiskString(s string, signed bool) (Disk, error) {
 	parts := strings.Split(s, ":")
 	if len(parts) != 6 {
 		return Disk{}, errInvalid("disk %q has %d parts: want device:mounts:read_IOPS:write_IOPS:read_BPS:write_BPS", clip([]byte(s)), len(parts))
@@ -199,17 +226,20 @@ func parseDiskString(s string) (Disk, error) {
 	if d.Device == "" {
 		return Disk{}, errInvalid("disk %q has no device", clip([]byte(s)))
 	}
+	if err := CheckDevicePath("disk device", d.Device); err != nil {
+		return Disk{}, errInvalid("disk %q: %v", clip([]byte(s)), err)
+	}
 	for _, m := range strings.Split(parts[1], ",") {
 		if m = strings.TrimSpace(m); m != "" {
-			if !strings.HasPrefix(m, "/") {
-				return Disk{}, errInvalid("disk %s: mount %q is not an absolute path", d.Device, m)
+			if err := CheckDevicePath("disk "+d.Device+": mount", m); err != nil {
+				return Disk{}, errInvalid("%v", err)
 			}
 			d.Mounts = append(d.Mounts, m)
 		}
 	}
 	var q Quota
 	for i := range q {
-		n, err := ParseSize(parts[2+i], false)
+		n, err := ParseSize(parts[2+i], signed)
 		if err != nil {
 			return Disk{}, errInvalid("disk %s: %s: %v", d.Device, QuotaNames[i], err)
 		}
@@ -280,7 +310,7 @@ func decodeStored(raw json.RawMessage, what string, shape storedShape) (Resource
 		return Resource{}, err
 	}
 	if shape != report {
-		if err := types.RefuseUnknown(m, what+" (stored form)", "volumes", "disks", "storage"); err != nil {
+		if err := types.RefuseUnknown(m, what+" (stored form)", "volumes", "disks", "storage", ZeroByteKey); err != nil {
 			return Resource{}, err
 		}
 	}
@@ -299,6 +329,16 @@ func decodeStored(raw json.RawMessage, what string, shape storedShape) (Resource
 	r.normalize()
 	if err := r.validate(what); err != nil {
 		return Resource{}, err
+	}
+	for _, dev := range r.sortedDevices() {
+		if err := CheckDevicePath(what+": volume device", dev); err != nil {
+			return Resource{}, errInvalid("%v", err)
+		}
+	}
+	for _, d := range r.Disks {
+		if err := checkDiskPaths(d); err != nil {
+			return Resource{}, types.Wrap(types.InvalidArgument, err, what)
+		}
 	}
 	return r, nil
 }

@@ -1,6 +1,7 @@
 package storage
 
 import (
+	"context"
 	"encoding/json"
 	"testing"
 
@@ -151,7 +152,7 @@ func TestScheduleExamples(t *testing.T) {
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			n := tt.node(t)
-			plans, err := Schedule(hostOf(n), &n.Capacity, mustBindings(t, tt.bindings...), tt.count)
+			plans, _, err := Schedule(context.Background(), hostOf(n), &n.Capacity, mustBindings(t, tt.bindings...), tt.count, tt.count)
 			require.NoError(t, err)
 			require.Equal(t, tt.want, placements(plans))
 		})
@@ -171,25 +172,25 @@ func sharedDisk(t testing.TB) *Node {
 func TestScheduleFindsWhatCountPromisesWhenIOIsShared(t *testing.T) {
 	n := sharedDisk(t)
 	bs := mustBindings(t, "AUTO:/n:rw:500:5:0:0:0", "AUTO:/m:mrw:50:3:0:0:0")
-	count, err := Count(hostOf(n), &n.Capacity, bs, 100)
+	count, err := Count(context.Background(), hostOf(n), &n.Capacity, bs, 100)
 	require.NoError(t, err)
 	require.Equal(t, 2, count)
 
-	t.Run("a deploy of the count answered does not give the group the small device the normal bindings' disk needs", func(t *testing.T) {
-		plans, err := Schedule(hostOf(n), &n.Capacity, bs, 2)
+	t.Run("a deploy of the count answered finds its plans: /s, too small for a normal binding, stays whole for a group", func(t *testing.T) {
+		plans, _, err := Schedule(context.Background(), hostOf(n), &n.Capacity, bs, 2, 100)
 		require.NoError(t, err)
 		require.Equal(t, [][]placement{
-			{{"/u0", 500, 0}, {"/x", 1000, 1}},
-			{{"/u0", 500, 0}, {"/y", 1000, 1}},
+			{{"/u0", 500, 0}, {"/s", 100, 0}},
+			{{"/x", 500, 1}, {"/y", 1000, 1}},
 		}, placements(plans))
 	})
 	t.Run("a deploy of one still opens nothing", func(t *testing.T) {
-		plans, err := Schedule(hostOf(n), &n.Capacity, bs, 1)
+		plans, _, err := Schedule(context.Background(), hostOf(n), &n.Capacity, bs, 1, 1)
 		require.NoError(t, err)
 		require.Equal(t, [][]placement{{{"/u0", 500, 0}, {"/s", 100, 0}}}, placements(plans))
 	})
 	t.Run("a deploy of more than fits is short, not wrong", func(t *testing.T) {
-		plans, err := Schedule(hostOf(n), &n.Capacity, bs, 3)
+		plans, _, err := Schedule(context.Background(), hostOf(n), &n.Capacity, bs, 3, 3)
 		require.NoError(t, err)
 		require.Len(t, plans, 2)
 	})
@@ -223,7 +224,7 @@ func TestCountExamples(t *testing.T) {
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			n := tt.node(t)
-			got, err := Count(hostOf(n), &n.Capacity, mustBindings(t, tt.bindings...), tt.limit)
+			got, err := Count(context.Background(), hostOf(n), &n.Capacity, mustBindings(t, tt.bindings...), tt.limit)
 			require.NoError(t, err)
 			require.Equal(t, tt.want, got)
 		})
@@ -231,7 +232,7 @@ func TestCountExamples(t *testing.T) {
 
 	t.Run("a mount asking IO on a path no disk covers is an error, not a crash", func(t *testing.T) {
 		n := mustNode(t, `{"volumes":{},"disks":[{"device":"/dev/data","mounts":["/data"],"read_IOPS":100}],"storage":5}`, "")
-		_, err := Count(hostOf(n), &n.Capacity, mustBindings(t, "/etc/x:/x:rw:0:1:0:0:0"), 10)
+		_, err := Count(context.Background(), hostOf(n), &n.Capacity, mustBindings(t, "/etc/x:/x:rw:0:1:0:0:0"), 10)
 		require.ErrorContains(t, err, "no disk's mounts cover /etc/x")
 	})
 }
@@ -340,7 +341,8 @@ func TestDeployCapacity(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			got := tt.node(t).DeployCapacity(mustRequest(t, tt.request, false), tt.maxDeploy)
+			got, err := tt.node(t).DeployCapacity(context.Background(), mustRequest(t, tt.request, false), tt.maxDeploy)
+			require.NoError(t, err)
 			require.Equal(t, tt.want.Capacity, got.Capacity, "capacity")
 			require.InDelta(t, tt.want.Usage, got.Usage, 1e-9, "usage")
 			require.InDelta(t, tt.want.Rate, got.Rate, 1e-9, "rate")
@@ -353,7 +355,7 @@ func TestDeploy(t *testing.T) {
 	t.Run("the spec's stored workload comes out of a 100GiB request", func(t *testing.T) {
 		n, err := AddNode(raw(`{"volumes":["/data0:1T","/data1:1T"],"disks":["/dev/vda:/,/data0:1000:1000:1G:1G"],"storage":"2T"}`), nil)
 		require.NoError(t, err)
-		wls, err := n.Deploy(mustRequest(t, `{"volumes":["AUTO:/data:rw:100GiB"]}`, false), 1, 10)
+		wls, err := n.Deploy(context.Background(), mustRequest(t, `{"volumes":["AUTO:/data:rw:100GiB"]}`, false), 1, 10)
 		require.NoError(t, err)
 		require.Len(t, wls, 1)
 		got, err := json.Marshal(wls[0])
@@ -368,18 +370,19 @@ func TestDeploy(t *testing.T) {
 		  "disks_request": [{"device": "/dev/vda", "mounts": ["/", "/data0"], "read_IOPS": 0, "write_IOPS": 0, "read_bps": 0, "write_bps": 0}],
 		  "disks_limit":   [{"device": "/dev/vda", "mounts": ["/", "/data0"], "read_IOPS": 0, "write_IOPS": 0, "read_bps": 0, "write_bps": 0}]
 		}`, string(got))
-		p := wls[0].EngineParams()
+		p, err := wls[0].EngineParams()
+		require.NoError(t, err)
 		require.Equal(t, &EngineParams{Volumes: []string{"/data0:/data:rw:107374182400"}, Storage: 100 * gib, IOPSOptions: map[string]string{}}, p)
 	})
 
 	t.Run("deploy opens no more unused devices than the count needs", func(t *testing.T) {
 		n := unusedLadder(t)
-		wls, err := n.Deploy(mustRequest(t, `{"volumes":["AUTO:/n:rw:50","AUTO:/m:rwm:100"]}`, false), 2, 10)
+		wls, err := n.Deploy(context.Background(), mustRequest(t, `{"volumes":["AUTO:/n:rw:50","AUTO:/m:rwm:100"]}`, false), 2, 10)
 		require.NoError(t, err)
 		after := usageAfter(t, n, wls...)
 		require.Equal(t, map[string]int64{"/d0": 100, "/d1": 200, "/d2": 300, "/d3": 0}, after.Usage.Volumes)
 		require.Equal(t, int64(2*150), after.Usage.Storage)
-		more, err := after.Deploy(mustRequest(t, `{"volumes":["AUTO:/m:rwm:400"]}`, false), 1, 10)
+		more, err := after.Deploy(context.Background(), mustRequest(t, `{"volumes":["AUTO:/m:rwm:400"]}`, false), 1, 10)
 		require.NoError(t, err, "the largest device was kept whole for a later monopoly request")
 		require.Equal(t, VolumePlan{"AUTO:/m:mrw:400:0:0:0:0": {"/d3": 400}}, more[0].VolumePlanRequest)
 	})
@@ -387,7 +390,7 @@ func TestDeploy(t *testing.T) {
 	t.Run("a monopoly limit plan is at least the planned share and engine params carry IO options", func(t *testing.T) {
 		n := mustNode(t, `{"volumes":{"/d0":1000},"disks":[{"device":"/dev/a","mounts":["/d0"],"read_IOPS":10,"write_IOPS":10}],"storage":5000}`, "")
 		req := mustRequest(t, `{"volumes-request":["AUTO:/m:rwm:100:1:2:0:0"],"volumes":["AUTO:/m:mrw:2000:3:2:0:0"]}`, false)
-		wls, err := n.Deploy(req, 1, 10)
+		wls, err := n.Deploy(context.Background(), req, 1, 10)
 		require.NoError(t, err)
 		w := wls[0]
 		require.Equal(t, VolumePlan{"AUTO:/m:mrw:100:1:2:0:0": {"/d0": 1000}}, w.VolumePlanRequest)
@@ -397,19 +400,19 @@ func TestDeploy(t *testing.T) {
 			Volumes:     []string{"/d0:/m:rw:2000:3:2:0:0"},
 			Storage:     2000,
 			IOPSOptions: map[string]string{"/dev/a": "3:2:0:0"},
-		}, w.EngineParams())
+		}, mustParams(t, w))
 		after := usageAfter(t, n, w)
 		require.Equal(t, int64(1000), after.Usage.Volumes["/d0"], "the whole device is charged")
 		require.Equal(t, Quota{1, 2, 0, 0}, after.Usage.Disks[0].Quota())
 	})
 
 	t.Run("a request with nothing to place gives count plain workloads", func(t *testing.T) {
-		wls, err := NewNode().Deploy(mustRequest(t, `{"volumes":["/h:/d"]}`, false), 3, 10)
+		wls, err := NewNode().Deploy(context.Background(), mustRequest(t, `{"volumes":["/h:/d"]}`, false), 3, 10)
 		require.NoError(t, err)
 		require.Len(t, wls, 3)
 		for _, w := range wls {
 			require.Empty(t, w.VolumePlanRequest)
-			require.Equal(t, []string{"/h:/d:rw:0"}, w.EngineParams().Volumes)
+			require.Equal(t, []string{"/h:/d:rw:0"}, mustParams(t, w).Volumes)
 		}
 	})
 
@@ -430,7 +433,7 @@ func TestDeploy(t *testing.T) {
 	}
 	for _, tt := range refusals {
 		t.Run("deploying "+tt.name+" is refused", func(t *testing.T) {
-			_, err := tt.node(t).Deploy(mustRequest(t, tt.request, false), tt.count, tt.maxDeploy)
+			_, err := tt.node(t).Deploy(context.Background(), mustRequest(t, tt.request, false), tt.count, tt.maxDeploy)
 			requireClass(t, err, tt.class)
 			require.ErrorContains(t, err, tt.errHas)
 		})

@@ -2,8 +2,8 @@ package storage
 
 import (
 	"encoding/json"
+	"maps"
 	"slices"
-	"sort"
 
 	"github.com/eru-extend/resources/types"
 )
@@ -20,6 +20,10 @@ type Workload struct {
 	StorageLimit      int64
 	DisksRequest      []Disk
 	DisksLimit        []Disk
+	// ZeroByte is set on a realloc delta only: the change, per device, of
+	// the bindings charged no bytes (see Resource.ZeroByte). A stored
+	// workload leaves it nil: its plan entries of 0 bytes are counted.
+	ZeroByte map[string]int64
 }
 
 // VolumePlan maps a binding's full form to where it was placed: one device
@@ -36,6 +40,8 @@ type workloadJSON struct {
 	StorageLimit      int64      `json:"storage_limit"`
 	DisksRequest      []Disk     `json:"disks_request"`
 	DisksLimit        []Disk     `json:"disks_limit"`
+	// Only in a realloc's delta_resource; core stores nothing of it.
+	ZeroByte map[string]int64 `json:"zero_byte_bindings,omitempty"`
 }
 
 // MarshalJSON writes the stored form, with empty collections as {} and [].
@@ -49,6 +55,7 @@ func (w *Workload) MarshalJSON() ([]byte, error) {
 		StorageLimit:      w.StorageLimit,
 		DisksRequest:      w.DisksRequest,
 		DisksLimit:        w.DisksLimit,
+		ZeroByte:          w.ZeroByte,
 	}
 	for _, b := range w.VolumesRequest {
 		out.VolumesRequest = append(out.VolumesRequest, b.String())
@@ -90,7 +97,18 @@ func DecodeWorkload(raw json.RawMessage) (*Workload, error) {
 	}
 	w.VolumePlanRequest, w.VolumePlanLimit = in.VolumePlanRequest, in.VolumePlanLimit
 	w.StorageRequest, w.StorageLimit = in.StorageRequest, in.StorageLimit
-	w.DisksRequest, w.DisksLimit = in.DisksRequest, in.DisksLimit
+	if w.DisksRequest, err = readDisks(in.DisksRequest, "disks_request"); err != nil {
+		return nil, err
+	}
+	if w.DisksLimit, err = readDisks(in.DisksLimit, "disks_limit"); err != nil {
+		return nil, err
+	}
+	for dev, n := range in.ZeroByte {
+		if n > maxBytes || n < -maxBytes {
+			return nil, errInvalid("workload resource: %s of %s: %d is out of range", ZeroByteKey, dev, n)
+		}
+	}
+	w.ZeroByte = in.ZeroByte
 	for _, n := range []int64{w.StorageRequest, w.StorageLimit} {
 		if n > maxBytes || n < -maxBytes {
 			return nil, errInvalid("workload resource: storage %d is out of range", n)
@@ -115,6 +133,27 @@ func DecodeWorkload(raw json.RawMessage) (*Workload, error) {
 	return w, nil
 }
 
+// readDisks reads a workload's disks. The upstream plugin writes a
+// zero-quota entry with no device (and null mounts) for a binding on a
+// device no disk covers: such entries charge nothing and are dropped. A
+// quota without a device is refused.
+func readDisks(in []Disk, what string) ([]Disk, error) {
+	out := make([]Disk, 0, len(in))
+	for _, d := range in {
+		if d.Device == "" {
+			if !d.Quota().IsZero() {
+				return nil, errInvalid("workload resource: %s: a disk with no device holds quota %s", what, fmtQuota(d.Quota()))
+			}
+			continue
+		}
+		if d.Mounts == nil {
+			d.Mounts = []string{}
+		}
+		out = append(out, d)
+	}
+	return out, nil
+}
+
 // DecodeWorkloads reads a list of stored workload resources; null entries
 // (workloads with no storage resource) are skipped.
 func DecodeWorkloads(raw json.RawMessage) ([]*Workload, error) {
@@ -134,9 +173,12 @@ func parseBindings(list []string, signed bool) ([]*VolumeBinding, error) {
 }
 
 // sumWorkloads adds up what workloads hold on a node: their plans' bytes per
-// device, their storage requests and their disks' request quotas.
+// device, their storage requests, their disks' request quotas, and the
+// bindings charged no bytes per device. Every sum is checked: nothing may
+// pass 2^53 (nor wrap around int64 and come back small).
 func sumWorkloads(ws []*Workload) (Resource, error) {
 	total := types0()
+	zero := map[string]int64{}
 	for _, w := range ws {
 		for _, devs := range w.VolumePlanRequest {
 			for dev, n := range devs {
@@ -145,7 +187,17 @@ func sumWorkloads(ws []*Workload) (Resource, error) {
 					return Resource{}, errInvalid("workloads hold more than 8 PiB on %s", dev)
 				}
 				total.Volumes[dev] = s
+				if n == 0 && w.ZeroByte == nil {
+					zero[dev]++
+				}
 			}
+		}
+		for dev, n := range w.ZeroByte {
+			s, ok := sumSizes(zero[dev], n)
+			if !ok {
+				return Resource{}, errInvalid("workloads hold too many bindings on %s", dev)
+			}
+			zero[dev] = s
 		}
 		s, ok := sumSizes(total.Storage, w.StorageRequest)
 		if !ok {
@@ -158,7 +210,23 @@ func sumWorkloads(ws []*Workload) (Resource, error) {
 				total.Disks = append(total.Disks, Disk{Device: d.Device, Mounts: slices.Clone(d.Mounts)})
 				cur = &total.Disks[len(total.Disks)-1]
 			}
-			cur.SetQuota(cur.Quota().Plus(d.Quota()))
+			q, add := cur.Quota(), d.Quota()
+			for i := range q {
+				s, ok := sumSizes(q[i], add[i])
+				if !ok {
+					return Resource{}, errInvalid("workloads hold more than 2^53 of %s on disk %s", QuotaNames[i], d.Device)
+				}
+				q[i] = s
+			}
+			cur.SetQuota(q)
+		}
+	}
+	for dev, n := range zero {
+		if n != 0 {
+			if total.ZeroByte == nil {
+				total.ZeroByte = map[string]int64{}
+			}
+			total.ZeroByte[dev] = n
 		}
 	}
 	total.normalize()
@@ -395,39 +463,88 @@ type EngineParams struct {
 // EngineParams derives the engine parameters of a stored workload: each
 // limit binding applied to its plan, the storage limit, and the IO limits
 // per disk.
-func (w *Workload) EngineParams() *EngineParams {
-	p := &EngineParams{Volumes: w.engineVolumes(), Storage: w.StorageLimit, IOPSOptions: map[string]string{}}
+func (w *Workload) EngineParams() (*EngineParams, error) {
+	vols, err := w.engineVolumes()
+	if err != nil {
+		return nil, err
+	}
+	p := &EngineParams{Volumes: vols, Storage: w.StorageLimit, IOPSOptions: map[string]string{}}
 	for _, d := range w.DisksLimit {
 		if q := d.Quota(); !q.IsZero() {
 			p.IOPSOptions[d.Device] = fmtQuota(q)
 		}
 	}
-	return p
+	return p, nil
 }
 
-func (w *Workload) engineVolumes() []string {
+// engineVolumes applies each limit binding to its plan. Plan entries are
+// found by the parsed binding, never by its string (the upstream plugin
+// writes flags in another order). A binding the scheduler places must have
+// a plan: an AUTO source never reaches the engine.
+func (w *Workload) engineVolumes() ([]string, error) {
+	plans := planIndex(w.VolumePlanLimit)
+	reqPlans := planIndex(w.VolumePlanRequest)
 	out := make([]string, 0, len(w.VolumesLimit))
 	for _, b := range w.VolumesLimit {
 		dev, size := "", b.Size
-		if devs, ok := w.VolumePlanLimit[b.String()]; ok {
-			for d, n := range devs {
-				dev, size = d, max(n, b.Size)
+		devs, ok := plans[b.identity()]
+		if !ok {
+			devs, ok = reqPlans[b.identity()]
+		}
+		if ok {
+			for _, d := range slices.Sorted(maps.Keys(devs)) {
+				dev, size = d, max(devs[d], b.Size)
 			}
 		}
+		if b.IsAuto() && dev == "" {
+			return nil, types.Errorf(types.FailedPrecondition, "volume %s has no plan on this node: the workload resource is incomplete", b)
+		}
 		out = append(out, b.EngineForm(dev, size))
+	}
+	return out, nil
+}
+
+// planIndex keys a plan by the identity of each entry's binding; entries
+// whose key does not parse are left out.
+func planIndex(p VolumePlan) map[identity]map[string]int64 {
+	out := make(map[identity]map[string]int64, len(p))
+	for key, devs := range p {
+		if id, ok := planIdentity(key); ok {
+			out[id] = devs
+		}
 	}
 	return out
 }
 
-// sameVolumes reports whether two engine volume lists bind the same things.
-func sameVolumes(a, b []string) bool {
-	if len(a) != len(b) {
-		return false
+// placements says where each binding of a workload lives: its device, or
+// for a mount its source path. volume_changed compares these.
+func (w *Workload) placements() map[identity]string {
+	plans := planIndex(w.VolumePlanLimit)
+	reqPlans := planIndex(w.VolumePlanRequest)
+	out := make(map[identity]string, len(w.VolumesLimit))
+	for _, b := range w.VolumesLimit {
+		where := b.Source
+		devs, ok := plans[b.identity()]
+		if !ok {
+			devs, ok = reqPlans[b.identity()]
+		}
+		if ok {
+			for _, d := range slices.Sorted(maps.Keys(devs)) {
+				where = d
+			}
+		}
+		out[b.identity()] = where
 	}
-	a, b = slices.Clone(a), slices.Clone(b)
-	sort.Strings(a)
-	sort.Strings(b)
-	return slices.Equal(a, b)
+	return out
+}
+
+// volumesMoved reports whether a realloc adds or removes a binding or puts
+// one on another device or source path: core's volume_changed ("new volumes
+// are contained in the realloc"). A change of size, IO quota or storage
+// alone is not.
+func volumesMoved(old, next *Workload) bool {
+	a, b := old.placements(), next.placements()
+	return !maps.Equal(a, b)
 }
 
 // planIdentity recovers the identity of a plan key (a binding's full form).

@@ -192,7 +192,8 @@ func TestDecodeWorkload(t *testing.T) {
 	t.Run("its engine params apply the limit plan and write the short form", func(t *testing.T) {
 		w, err := DecodeWorkload(raw(stored))
 		require.NoError(t, err)
-		p := w.EngineParams()
+		p, err := w.EngineParams()
+		require.NoError(t, err)
 		require.Equal(t, []string{"/data0:/data:rw:107374182400"}, p.Volumes)
 		require.Equal(t, 100*gib, p.Storage)
 		require.Empty(t, p.IOPSOptions)

@@ -4,6 +4,7 @@
 package types
 
 import (
+	"context"
 	"encoding/base64"
 	"encoding/json"
 )
@@ -40,6 +41,9 @@ type Request struct {
 type Env struct {
 	MaxDeployCount int
 	Shared         map[string][]byte
+	// Ctx is the call's context: a long decision (a plan search) stops
+	// with deadline_exceeded when it is done. nil means no deadline.
+	Ctx context.Context
 }
 
 // NodeRef names one node of a pod, as get-metrics accepts them in a batch.

@@ -64,10 +64,12 @@ func TestBadResources(t *testing.T) {
 					require.Contains(t, line, c.want)
 				})
 			})
-			t.Run(c.name+" is refused in a node capacity or usage request, and nothing is written", func(t *testing.T) {
+			t.Run(c.name+" is refused in an absolute node capacity or a usage request, and nothing is written", func(t *testing.T) {
 				unchanged(t, env, func() {
 					for _, verb := range []string{"set-node-resource-capacity", "set-node-resource-usage"} {
-						line := env.Fail(t, bin, verb, obj{"nodename": "n1", "resource_request": c.resource, "delta": true, "incr": true})
+						// a capacity delta may be negative (eru-cli node set --delta)
+						delta := verb == "set-node-resource-usage"
+						line := env.Fail(t, bin, verb, obj{"nodename": "n1", "resource_request": c.resource, "delta": delta, "incr": true})
 						require.Contains(t, line, "compute: "+verb+": node n1: invalid_argument: ")
 						require.Contains(t, line, c.want)
 					}

@@ -139,7 +139,7 @@ func TestSetNodeResourceCapacity(t *testing.T) {
 		t.Run("a delta taking the host below zero is refused and writes nothing", func(t *testing.T) {
 			unchanged(t, env, func() {
 				line := env.Fail(t, bin, "set-node-resource-capacity", obj{"nodename": "n1", "resource_request": obj{"cpu": 17}, "delta": true, "incr": false})
-				require.Equal(t, "compute: set-node-resource-capacity: node n1: invalid_argument: capacity cpu_millis would be -1000, below zero", line)
+				require.Equal(t, "compute: set-node-resource-capacity: node n1: failed_precondition: cpu: capacity 16000 millicores -17000 would be -1000, below zero", line)
 			})
 		})
 		t.Run("a node compute never saw starts from nothing", func(t *testing.T) {

@@ -49,7 +49,7 @@ func TestBadInputIsRefusedAndWritesNothing(t *testing.T) {
 		{"a negative volume size", "set-node-resource-capacity", capacityReq(obj{"volumes": []string{"/data2:-1T"}}), "negative"},
 		{"rm-disks in delta mode", "set-node-resource-capacity", obj{"nodename": "n1", "resource_request": obj{"rm-disks": "/dev/vda"}, "delta": true, "incr": false}, "rm-disks is only valid in absolute mode"},
 		{"removing a disk the node lacks", "set-node-resource-capacity", capacityReq(obj{"rm-disks": "/dev/vdz"}), "failed_precondition: rm-disks: the node has no disk /dev/vdz"},
-		{"shrinking a volume below zero", "set-node-resource-capacity", obj{"nodename": "n1", "resource_request": obj{"volumes": []string{"/data0:2T"}}, "delta": true, "incr": false}, "would be negative"},
+		{"shrinking a volume below zero", "set-node-resource-capacity", obj{"nodename": "n1", "resource_request": obj{"volumes": []string{"/data0:2T"}}, "delta": true, "incr": false}, "volume /data0: capacity 1 TiB (1099511627776 bytes) - 2199023255552 would be below zero"},
 		{"an unknown node request key", "set-node-resource-capacity", capacityReq(obj{"volume": []string{"/data2:1T"}}), `unknown key "volume"`},
 		{"a usage write above capacity", "set-node-resource-usage", obj{"nodename": "n1", "resource_request": obj{"volumes": []string{"/data0:2T"}}, "delta": true, "incr": true}, "above its capacity"},
 		{"usage on a device the node lacks", "set-node-resource-usage", obj{"nodename": "n1", "resource_request": obj{"volumes": []string{"/data9:1G"}}, "delta": true, "incr": true}, "the node has no such volume"},

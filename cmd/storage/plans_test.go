@@ -60,7 +60,7 @@ func TestCalculateDeployPlans(t *testing.T) {
 			w := decodeWorkload(t, d.WorkloadsResource[0])
 			require.Equal(t, []disk{{Device: "/dev/vda", Mounts: []string{"/", "/data0"}, ReadIOPS: 400, WriteIOPS: 300, ReadBPS: 10 << 20}}, w.DisksRequest)
 			line := env.Fail(t, "storage", "calculate-deploy", obj{"nodename": "n3", "deploy_count": 3, "workload_resource_request": req})
-			require.Equal(t, "storage: calculate-deploy: node n3: resource_exhausted: need 3 plans, have 2", line)
+			require.Equal(t, "storage: calculate-deploy: node n3: resource_exhausted: need 3 plans, have 2: plan 3: volume AUTO:/data:rw:107374182400:400:300:10485760:0 (100 GiB): the volumes with 100 GiB free (/data1) are on disk /dev/vda, which has 200:400:1052770304:1073741824 (asked 400:300:10485760:0) of IO quota left", line)
 		})
 		t.Run("a mount binding is not placed and charges the disk of its longest mount", func(t *testing.T) {
 			addNode(t, env, "n4", obj{
@@ -189,7 +189,7 @@ func TestCalculateRealloc(t *testing.T) {
 			require.Equal(t, map[string]map[string]int64{"AUTO:/data:rw:214748364800:0:0:0:0": {"/data0": 200 * gib}}, w.VolumePlanRequest)
 			require.Equal(t, 200*gib, w.StorageRequest)
 			require.Equal(t, []string{"/data0:/data:rw:214748364800"}, r.EngineParams.Volumes)
-			require.True(t, r.EngineParams.VolumeChanged)
+			require.False(t, r.EngineParams.VolumeChanged, "a resize on the same device is no new volume: core updates in place")
 			delta := decodeWorkload(t, r.DeltaResource)
 			require.Equal(t, 100*gib, delta.StorageRequest)
 			var onData0 int64
