@@ -85,7 +85,7 @@ func (n *Node) Deploy(ctx context.Context, w *WorkloadRequest, count, maxDeploy 
 	if fit := n.budget(w, maxDeploy); fit < count {
 		left := max(0, n.Capacity.Storage-n.Usage.Storage)
 		return nil, types.Errorf(types.ResourceExhausted, "storage budget: %s asked (%d workloads of %s), %s left (%d bytes)",
-			Human(mulSat(w.StorageRequest, int64(count))), count, Human(w.StorageRequest), Human(left), left)
+			Human(types.MulSat(w.StorageRequest, int64(count))), count, Human(w.StorageRequest), Human(left), left)
 	}
 	out := make([]*Workload, 0, count)
 	if !w.needsScheduling() {
@@ -127,14 +127,6 @@ func uncovered(err error) error {
 		return errInvalid("%v", err)
 	}
 	return err
-}
-
-func mulSat(a, b int64) int64 {
-	p, ok := types.MulInt64(a, b)
-	if !ok {
-		return 1<<63 - 1
-	}
-	return p
 }
 
 // workloadOf builds the stored workload resource of one plan: each placed
