@@ -105,6 +105,9 @@ func (s *Store) fail(err error, write bool) error {
 	}
 	if s.client.ActiveConnection().GetState() != connectivity.Ready {
 		why := diagnose(s.client.Endpoints(), s.tls, probeTimeout)
+		if refused := refusedCertificate(s.endpoint, s.dial, why); refused != nil {
+			return refused
+		}
 		return types.Wrap(types.Unavailable, fmt.Errorf("unreachable: no connection within %s: %s", s.dial, why), "etcd "+s.endpoint)
 	}
 	if write {
@@ -269,6 +272,9 @@ func (s *Store) guardOp(ctx context.Context) (clientv3.Op, bool, error) {
 // classify turns a client error into an unavailable error naming the
 // endpoint; credentials are never part of it.
 func classify(endpoint string, err error) error {
+	if refused := refusedCredentials(endpoint, err); refused != nil {
+		return refused
+	}
 	switch {
 	case errors.Is(err, rpctypes.ErrAuthFailed), errors.Is(err, rpctypes.ErrGRPCAuthFailed):
 		return types.Wrap(types.Unavailable, errors.New("authentication failed (user name or password wrong)"), "etcd "+endpoint)
