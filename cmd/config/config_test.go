@@ -3,6 +3,7 @@ package config
 import (
 	"os"
 	"path/filepath"
+	"strings"
 	"testing"
 	"time"
 
@@ -387,5 +388,39 @@ func TestOpenLog(t *testing.T) {
 		_, err = cfg.OpenLog()
 		require.ErrorContains(t, err, "config /x/storage.yaml: log.file: open /x/missing/folder/plugin.log: ")
 		require.Equal(t, types.InvalidArgument, types.ClassOf(err))
+	})
+}
+
+func TestLogger(t *testing.T) {
+	t.Run("every line names the config, and its warnings come first", func(t *testing.T) {
+		dir := t.TempDir()
+		cfg, err := Parse([]byte("log:\n  file: plugin.log\n"), filepath.Join(dir, "storage.yaml"))
+		require.NoError(t, err)
+		cfg.Source = FromWorkdir
+		cfg.Warnings = []string{"a warning"}
+		log, closeLog, err := cfg.Logger("storage", true)
+		require.NoError(t, err)
+		log.Info("verb", "verb", "add-node")
+		closeLog()
+		data, err := os.ReadFile(filepath.Join(dir, "plugin.log"))
+		require.NoError(t, err)
+		lines := strings.Split(strings.TrimSpace(string(data)), "\n")
+		require.Len(t, lines, 2)
+		require.Contains(t, lines[0], `"level":"WARN","msg":"config"`)
+		require.Contains(t, lines[0], `"warning":"a warning"`)
+		require.Contains(t, lines[1], `"plugin":"storage"`)
+		require.Contains(t, lines[1], `"config":{"file":"`+filepath.Join(dir, "storage.yaml")+`","source":"the plugin's own file"}`)
+	})
+	cfg, err := Parse([]byte("log:\n  file: /nonexistent/folder/plugin.log\n"), "/x/storage.yaml")
+	require.NoError(t, err)
+	t.Run("a log file that cannot be opened fails an operator command", func(t *testing.T) {
+		_, _, err := cfg.Logger("storage", true)
+		require.ErrorContains(t, err, "config /x/storage.yaml: log.file: open /nonexistent/folder/plugin.log")
+	})
+	t.Run("and a plugin verb goes on without a log", func(t *testing.T) {
+		log, closeLog, err := cfg.Logger("storage", false)
+		require.NoError(t, err)
+		log.Info("nothing")
+		closeLog()
 	})
 }

@@ -1,6 +1,7 @@
 package config
 
 import (
+	"log/slog"
 	"os"
 
 	"github.com/eru-extend/resources/types"
@@ -25,4 +26,25 @@ func (c *Config) OpenLog() (*os.File, error) {
 		return nil, types.Wrap(fileClass(err), err, from+": log.file")
 	}
 	return f, nil
+}
+
+// Logger is the JSON logger of one call of plugin: every line carries the
+// plugin, the process id and where the configuration came from, and the
+// configuration's warnings are logged first. With no log.file it discards
+// everything. required says whether a log.file that cannot be opened fails
+// the call (operator commands) or is left out (plugin verbs). close closes
+// the file.
+func (c *Config) Logger(plugin string, required bool) (log *slog.Logger, close func(), err error) {
+	f, err := c.OpenLog()
+	if err != nil && required {
+		return nil, nil, err
+	}
+	if f == nil {
+		return slog.New(slog.DiscardHandler), func() {}, nil
+	}
+	log = slog.New(slog.NewJSONHandler(f, nil)).With("plugin", plugin, "pid", os.Getpid(), c.LogAttr())
+	for _, w := range c.Warnings {
+		log.Warn("config", "warning", w)
+	}
+	return log, func() { _ = f.Close() }, nil
 }
