@@ -4,7 +4,6 @@ import (
 	"errors"
 	"fmt"
 	"strings"
-	"time"
 
 	"go.etcd.io/etcd/api/v3/v3rpc/rpctypes"
 
@@ -38,25 +37,25 @@ func refusedCredentials(endpoint string, err error) error {
 	return types.Wrap(class, errors.New(why), "etcd "+endpoint)
 }
 
-// refusedCertificate classifies the reason diagnose gave for a connection
-// that never came up when it is a certificate refused, by etcd (the client
-// certificate) or by the client (etcd's certificate); it returns nil for any
-// other reason.
-func refusedCertificate(endpoint string, dial time.Duration, why string) error {
-	detail, ok := strings.CutPrefix(why, "TLS: ")
+// refusedCertificate classifies cause, the reason given for a call whose
+// connection never came up, when diagnose found a certificate refused, by
+// etcd (the client certificate) or by the client (etcd's certificate); it
+// returns nil for any other reason.
+func refusedCertificate(endpoint string, cause error) error {
+	_, detail, ok := strings.Cut(cause.Error(), "TLS: ")
 	if !ok {
 		return nil
 	}
-	var msg string
+	var hint string
 	switch {
 	case strings.Contains(detail, "x509: "), strings.Contains(detail, "failed to verify certificate"):
-		msg = "etcd's certificate is not trusted (etcd.ca)"
+		hint = "etcd's certificate is not trusted (etcd.ca)"
 	case strings.Contains(detail, "certificate"):
 		// etcd's alert: certificate required, bad certificate, unknown
 		// certificate authority, certificate expired or revoked.
-		msg = "etcd refused the client certificate (etcd.cert, etcd.key)"
+		hint = "etcd refused the client certificate (etcd.cert, etcd.key)"
 	default:
 		return nil
 	}
-	return types.Wrap(types.Unauthenticated, fmt.Errorf("unreachable: no connection within %s: %s: %s", dial, msg, detail), "etcd "+endpoint)
+	return types.Wrap(types.Unauthenticated, fmt.Errorf("%w: %s", cause, hint), "etcd "+endpoint)
 }

@@ -4,7 +4,6 @@ import (
 	"errors"
 	"fmt"
 	"testing"
-	"time"
 
 	"github.com/stretchr/testify/require"
 	"go.etcd.io/etcd/api/v3/v3rpc/rpctypes"
@@ -39,20 +38,21 @@ func TestRefusedCredentials(t *testing.T) {
 
 func TestRefusedCertificate(t *testing.T) {
 	for _, c := range []struct{ name, why, want string }{
-		{"no client certificate", "TLS: tls: certificate required", "etcd refused the client certificate (etcd.cert, etcd.key): tls: certificate required"},
-		{"a client certificate of another CA", "TLS: tls: unknown certificate authority", "etcd refused the client certificate"},
+		{"no client certificate", "TLS: tls: certificate required", "tls: certificate required: etcd refused the client certificate (etcd.cert, etcd.key)"},
+		{"a client certificate of another CA", "TLS: tls: unknown certificate authority", "tls: unknown certificate authority: etcd refused the client certificate"},
 		{"a bad client certificate, as a remote alert", "TLS: remote error: tls: bad certificate", "etcd refused the client certificate"},
-		{"a server certificate of another CA", "TLS: tls: failed to verify certificate: x509: certificate signed by unknown authority", "etcd's certificate is not trusted (etcd.ca): "},
+		{"a server certificate of another CA", "TLS: tls: failed to verify certificate: x509: certificate signed by unknown authority", "x509: certificate signed by unknown authority: etcd's certificate is not trusted (etcd.ca)"},
 	} {
 		t.Run(c.name+" is unauthenticated", func(t *testing.T) {
-			err := refusedCertificate("https://e:2379", 2*time.Second, c.why)
+			err := refusedCertificate("https://e:2379", fmt.Errorf("unreachable: no connection within 2s: %s", c.why))
 			require.Equal(t, types.Unauthenticated, types.ClassOf(err))
-			require.ErrorContains(t, err, "etcd https://e:2379: unreachable: no connection within 2s: "+c.want)
+			require.ErrorContains(t, err, "etcd https://e:2379: unreachable: no connection within 2s: TLS: ")
+			require.ErrorContains(t, err, c.want)
 		})
 	}
 	for _, why := range []string{"connection refused", "the port answers, but etcd did not", "TLS: EOF", "TLS: i/o timeout"} {
 		t.Run(fmt.Sprintf("%q is not a refused certificate", why), func(t *testing.T) {
-			require.NoError(t, refusedCertificate("e", time.Second, why))
+			require.NoError(t, refusedCertificate("e", fmt.Errorf("unreachable: no connection within 1s: %s", why)))
 		})
 	}
 }

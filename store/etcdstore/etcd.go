@@ -105,10 +105,11 @@ func (s *Store) fail(err error, write bool) error {
 	}
 	if s.client.ActiveConnection().GetState() != connectivity.Ready {
 		why := diagnose(s.client.Endpoints(), s.tls, probeTimeout)
-		if refused := refusedCertificate(s.endpoint, s.dial, why); refused != nil {
+		cause := fmt.Errorf("unreachable: no connection within %s: %s", s.dial, why)
+		if refused := refusedCertificate(s.endpoint, cause); refused != nil {
 			return refused
 		}
-		return types.Wrap(types.Unavailable, fmt.Errorf("unreachable: no connection within %s: %s", s.dial, why), "etcd "+s.endpoint)
+		return types.Wrap(types.Unavailable, cause, "etcd "+s.endpoint)
 	}
 	if write {
 		return types.Wrap(types.Unavailable, errors.New("no answer in time: the write's outcome is unknown (etcd may still apply it); read the node before retrying"), "etcd "+s.endpoint)

@@ -184,10 +184,10 @@ func TestTLSEtcdWithClientCertificates(t *testing.T) {
 	require.NotEmpty(t, before)
 
 	cases := []securedCase{
-		{name: "a CA that did not sign the server's certificate", etcdKeys: obj{"ca": rogue.certFile, "cert": clientCert, "key": clientKey}, want: "unauthenticated: etcd " + server.Endpoint + ": unreachable: no connection within 2s: etcd's certificate is not trusted (etcd.ca): ", code: 10},
-		{name: "no client certificate", etcdKeys: obj{"ca": ca.certFile}, want: "unauthenticated: etcd " + server.Endpoint + ": unreachable: no connection within 2s: etcd refused the client certificate (etcd.cert, etcd.key): ", code: 10},
-		{name: "a client certificate of a CA the server does not trust", etcdKeys: obj{"ca": ca.certFile, "cert": rogueCert, "key": rogueKey}, want: "unauthenticated: etcd " + server.Endpoint + ": unreachable: no connection within 2s: etcd refused the client certificate (etcd.cert, etcd.key): ", code: 10},
-		{name: "no TLS settings, so the system's roots", etcdKeys: obj{}, want: "unauthenticated: etcd " + server.Endpoint + ": unreachable: no connection within 2s: etcd's certificate is not trusted (etcd.ca): ", code: 10},
+		{name: "a CA that did not sign the server's certificate", etcdKeys: obj{"ca": rogue.certFile, "cert": clientCert, "key": clientKey}, want: "unauthenticated: etcd " + server.Endpoint + ": unreachable: no connection within 2s: TLS: tls: failed to verify certificate: x509: certificate signed by unknown authority: etcd's certificate is not trusted (etcd.ca)", code: 10},
+		{name: "no client certificate", etcdKeys: obj{"ca": ca.certFile}, want: "unauthenticated: etcd " + server.Endpoint + ": unreachable: no connection within 2s: TLS: tls: certificate required: etcd refused the client certificate (etcd.cert, etcd.key)", code: 10},
+		{name: "a client certificate of a CA the server does not trust", etcdKeys: obj{"ca": ca.certFile, "cert": rogueCert, "key": rogueKey}, want: "unauthenticated: etcd " + server.Endpoint + ": unreachable: no connection within 2s: TLS: tls: unknown certificate authority: etcd refused the client certificate (etcd.cert, etcd.key)", code: 10},
+		{name: "no TLS settings, so the system's roots", etcdKeys: obj{}, want: "unauthenticated: etcd " + server.Endpoint + ": unreachable: no connection within 2s: TLS: tls: failed to verify certificate: x509: certificate signed by unknown authority: etcd's certificate is not trusted (etcd.ca)", code: 10},
 	}
 	for _, c := range cases {
 		t.Run(c.name+" fails in one line that says why, and writes nothing", func(t *testing.T) {
