@@ -127,7 +127,7 @@ func Load(explicit, name string) (*Config, error) {
 	if err != nil {
 		return nil, types.Wrap(types.Internal, err, "working directory")
 	}
-	found, err := Resolve(explicit, name, wd)
+	found, err := Find(explicit, name, wd)
 	if err != nil {
 		return nil, err
 	}

@@ -36,7 +36,7 @@ func TestResolveOrder(t *testing.T) {
 			wd := t.TempDir()
 			write(t, wd, c.files...)
 			t.Setenv(EnvPath, c.env)
-			got, err := Resolve(c.explicit, "storage", wd)
+			got, err := Find(c.explicit, "storage", wd)
 			require.NoError(t, err)
 			want := c.want
 			if !filepath.IsAbs(want) {
@@ -52,12 +52,12 @@ func TestResolveOrder(t *testing.T) {
 		t.Setenv(EnvPath, "")
 		got, err := Resolve("", "compute", wd)
 		require.NoError(t, err)
-		require.Equal(t, filepath.Join(wd, "storage.yaml"), got.File)
+		require.Equal(t, filepath.Join(wd, "storage.yaml"), got)
 	})
 	t.Run("nothing at all means the built-in defaults, and says where it looked", func(t *testing.T) {
 		wd := t.TempDir()
 		t.Setenv(EnvPath, "")
-		got, err := Resolve("", "compute", wd)
+		got, err := Find("", "compute", wd)
 		require.NoError(t, err)
 		require.Empty(t, got.File)
 		require.Equal(t, FromDefaults, got.Source)
@@ -67,7 +67,7 @@ func TestResolveOrder(t *testing.T) {
 		wd := t.TempDir()
 		require.NoError(t, os.Mkdir(filepath.Join(wd, "storage.yaml"), 0o755))
 		t.Setenv(EnvPath, "")
-		_, err := Resolve("", "storage", wd)
+		_, err := Find("", "storage", wd)
 		require.ErrorContains(t, err, "storage.yaml: is a folder")
 	})
 }

@@ -44,11 +44,17 @@ type Found struct {
 	Searched []string // every place looked at, in order
 }
 
-// Resolve finds the config file of the plugin called name: the explicit
+// Resolve is Find's file: "" when there is none.
+func Resolve(explicit, name, workdir string) (string, error) {
+	found, err := Find(explicit, name, workdir)
+	return found.File, err
+}
+
+// Find looks for the config file of the plugin called name: the explicit
 // path when given (--config), else the one named by $ERU_RESOURCE_CONFIG_PATH,
 // else, in the working directory, <name>.yaml, the sibling plugin's file,
 // eru-resources.yaml. None of them means the built-in defaults.
-func Resolve(explicit, name, workdir string) (Found, error) {
+func Find(explicit, name, workdir string) (Found, error) {
 	searched := []string{string(FromFlag), string(FromEnv)}
 	if explicit != "" {
 		return Found{File: explicit, Source: FromFlag, Searched: searched[:1]}, nil
