@@ -22,6 +22,11 @@ const (
 	Write                     // write; create the embedded store if missing: verbs that create nodes only
 	ReadExisting              // read; the embedded store must exist
 	WriteExisting             // write; the embedded store must exist
+	// WriteNoCreate is for the plugin verbs that write but create no node:
+	// a missing embedded store reads as empty (an unknown node is
+	// not_found, as on an empty store), and a write to it fails naming
+	// the missing file instead of creating it.
+	WriteNoCreate
 )
 
 // Open opens the configured store: etcd when machines are named, else the
@@ -49,6 +54,8 @@ func (c *Config) Open(ctx context.Context, mode Mode) (store.Store, error) {
 	case ReadExisting:
 		opts.ReadOnly = true
 		opts.MustExist = true
+	case WriteNoCreate:
+		opts.EmptyIfMissing = true
 	}
 	return boltstore.Open(c.Embedded.Path, opts)
 }

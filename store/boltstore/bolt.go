@@ -23,12 +23,18 @@ import (
 
 // Options says how to open the file.
 type Options struct {
-	Prefix      string        // put in front of every key, as on etcd
-	ReadOnly    bool          // share the lock; a missing file reads as empty
-	Create      bool          // create the file (and its folder) when missing
-	MustExist   bool          // with ReadOnly: a missing file is an error
-	LockTimeout time.Duration // how long to wait for the file lock
-	Now         func() time.Time
+	Prefix    string // put in front of every key, as on etcd
+	ReadOnly  bool   // share the lock; a missing file reads as empty
+	Create    bool   // create the file (and its folder) when missing
+	MustExist bool   // with ReadOnly: a missing file is an error
+	// EmptyIfMissing, for a writer that may not create the file: a
+	// missing file reads as an empty store, and a write to it fails with
+	// store.ErrMissing naming the file, so that a verb refused on an empty
+	// store says why (no such node) and a verb that would write says the
+	// store is missing.
+	EmptyIfMissing bool
+	LockTimeout    time.Duration // how long to wait for the file lock
+	Now            func() time.Time
 }
 
 var (
@@ -147,6 +153,9 @@ func hasPrefix(k, p []byte) bool {
 // Txn implements store.Store in one update transaction: conditions are
 // checked and writes applied under bbolt's single writer.
 func (s *Store) Txn(ctx context.Context, conds []store.Cond, ops []store.Op) error {
+	if s.db == nil && !s.ro {
+		return s.missing()
+	}
 	if s.ro || s.db == nil {
 		return types.Wrap(types.Internal, store.ErrReadOnly, "embedded store "+s.path)
 	}

@@ -285,3 +285,31 @@ func TestAnotherUser(t *testing.T) {
 		require.Equal(t, "permission_denied: embedded store "+path+": open "+path+": permission denied", out)
 	})
 }
+
+func TestAWriterThatMayNotCreateTheStore(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "state.db")
+	s, err := boltstore.Open(path, boltstore.Options{EmptyIfMissing: true})
+	require.NoError(t, err)
+	defer s.Close()
+	t.Run("reads a missing file as an empty store", func(t *testing.T) {
+		snap, err := s.Read(context.Background(), []string{"/k"}, []string{"/"})
+		require.NoError(t, err)
+		require.Empty(t, snap.Items)
+	})
+	t.Run("and a write to it fails naming the file, creating nothing", func(t *testing.T) {
+		err := s.Txn(context.Background(), nil, []store.Op{{Key: "/k", Value: []byte("v")}})
+		require.ErrorIs(t, err, store.ErrMissing)
+		require.Equal(t, types.FailedPrecondition, types.ClassOf(err))
+		require.ErrorContains(t, err, "embedded store "+path)
+		require.NoFileExists(t, path)
+	})
+	t.Run("an existing file opens for writing as usual", func(t *testing.T) {
+		created, err := boltstore.Open(path, boltstore.Options{Create: true})
+		require.NoError(t, err)
+		require.NoError(t, created.Close())
+		w, err := boltstore.Open(path, boltstore.Options{EmptyIfMissing: true})
+		require.NoError(t, err)
+		require.NoError(t, w.Txn(context.Background(), nil, []store.Op{{Key: "/k", Value: []byte("v")}}))
+		require.NoError(t, w.Close())
+	})
+}

@@ -40,7 +40,7 @@ func Open(path string, opts Options) (*Store, error) {
 	switch {
 	case errors.Is(err, fs.ErrNotExist):
 		switch {
-		case opts.ReadOnly && !opts.MustExist:
+		case opts.ReadOnly && !opts.MustExist, !opts.ReadOnly && !opts.Create && opts.EmptyIfMissing:
 			return s, nil
 		case opts.ReadOnly, !opts.Create:
 			return nil, s.missing()
