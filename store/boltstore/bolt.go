@@ -6,6 +6,10 @@
 // Each value is kept in an envelope with its mod revision and optional
 // expiry; a global revision counter advances on every committed write, so
 // transactions have the same compare-and-swap meaning as on etcd.
+//
+// Only an absent file is ever created. A file that is not a whole store of
+// this project (empty, truncated, foreign, damaged) is a data_loss error
+// naming it, never a panic: see Open.
 package boltstore
 
 import (
