@@ -424,3 +424,15 @@ func TestLogger(t *testing.T) {
 		closeLog()
 	})
 }
+
+func TestTheSamplesParse(t *testing.T) {
+	for _, name := range []string{"storage.yaml.sample", "compute.yaml.sample"} {
+		t.Run(name+" is a valid config", func(t *testing.T) {
+			data, err := os.ReadFile(filepath.Join("..", "..", name))
+			require.NoError(t, err)
+			cfg, err := Parse(data, "/etc/eru/"+name)
+			require.NoError(t, err)
+			require.Equal(t, "/etc/eru/eru-resources.db", cfg.Embedded.Path)
+		})
+	}
+}
