@@ -172,6 +172,16 @@ etcd: *etcd
 		require.Equal(t, []string{"http://10.0.0.9:2379"}, cfg.Etcd.Machines)
 		require.Equal(t, "/anchored", cfg.Etcd.Prefix)
 	})
+	t.Run("aliases of lists and values work too", func(t *testing.T) {
+		cfg, err := Parse([]byte(`
+_: {m: &m ["http://10.0.0.7:2379", "http://10.0.0.8:2379"], p: &p /aliased, t: &t 7s}
+etcd: {machines: *m, prefix: *p, call_timeout: *t}
+`), "/x/storage.yaml")
+		require.NoError(t, err)
+		require.Equal(t, []string{"http://10.0.0.7:2379", "http://10.0.0.8:2379"}, cfg.Etcd.Machines)
+		require.Equal(t, "/aliased", cfg.Etcd.Prefix)
+		require.Equal(t, 7*time.Second, cfg.Etcd.CallTimeout)
+	})
 	t.Run("a merge key brings in the anchor's keys and the keys written win", func(t *testing.T) {
 		cfg, err := Parse([]byte(`
 x-base: &base
