@@ -1,35 +1,56 @@
 // Package config finds and reads the plugins' YAML configuration: the subset
 // of eru core's own config the plugins use, plus the keys of this project,
 // with built-in defaults for everything left out.
+//
+// The file is decoded into typed structs with gopkg.in/yaml.v3 (anchors,
+// aliases and merge keys as YAML defines them). Inside the sections the
+// plugins own (etcd, embedded, scheduler, log, nodes, serve, flowcontrol)
+// an unknown key is an error naming the nearest known one, except the keys
+// eru core defines there; every other section is ignored, so a copy of
+// core's own core.yaml works. A key written twice is an error anywhere.
 package config
 
 import (
+	"bytes"
 	"errors"
 	"fmt"
+	"io"
+	"io/fs"
 	"os"
 	"path/filepath"
-	"strconv"
+	"reflect"
 	"strings"
 	"time"
 
-	"github.com/docker/go-units"
 	"gopkg.in/yaml.v3"
 
 	"github.com/eru-extend/resources/types"
 )
 
-// EnvPath names the environment variable that points at a config file.
-const EnvPath = "ERU_RESOURCE_CONFIG_PATH"
-
 // Config is the whole configuration.
 type Config struct {
 	// File is the file the configuration came from; empty for defaults.
-	File      string
+	File string
+	// Source says how File was found.
+	Source Source
+	// Searched lists, for a configuration on built-in defaults, where a
+	// file was looked for, in order.
+	Searched []string
+	// Warnings are problems that do not stop a command, to be logged (for
+	// example a password in a file every user can read).
+	Warnings []string
+
 	Etcd      Etcd
 	Embedded  Embedded
 	Scheduler Scheduler
 	Log       Log
 	Nodes     Nodes
+
+	// Serve and FlowControl are the raw `serve:` and `flowcontrol:`
+	// sections (zero when absent), for the serve daemon to decode with
+	// DecodeSection.
+	Serve       yaml.Node
+	FlowControl yaml.Node
 }
 
 // Etcd says how to reach etcd. No machines means the embedded store.
@@ -72,16 +93,24 @@ type Nodes struct {
 // UsesEtcd reports whether the configuration names an etcd machine.
 func (c *Config) UsesEtcd() bool { return len(c.Etcd.Machines) > 0 }
 
+// Defaulted reports whether no file was found and the built-in defaults
+// are in use.
+func (c *Config) Defaulted() bool { return c.File == "" }
+
+// DefaultFile is the embedded store's file name when none is configured.
+const DefaultFile = "eru-resources.db"
+
 // Default returns the built-in configuration, with relative paths resolved
 // against dir.
 func Default(dir string) *Config {
 	return &Config{
+		Source: FromDefaults,
 		Etcd: Etcd{
 			Prefix:      "/eru-resources",
 			DialTimeout: 2 * time.Second,
 			CallTimeout: 3 * time.Second,
 		},
-		Embedded:  Embedded{Path: filepath.Join(dir, "eru-resources.db"), LockTimeout: 2 * time.Second},
+		Embedded:  Embedded{Path: filepath.Join(dir, DefaultFile), LockTimeout: 2 * time.Second},
 		Scheduler: Scheduler{MaxDeployCount: 10000},
 		Nodes: Nodes{
 			SessionTTL:         30 * time.Second,
@@ -91,88 +120,161 @@ func Default(dir string) *Config {
 	}
 }
 
-// Resolve finds the config file: the explicit path when given, else the one
-// named by ERU_RESOURCE_CONFIG_PATH, else <name>.yaml in the working
-// directory if it exists. It returns "" when there is none.
-func Resolve(explicit, name, workdir string) (string, error) {
-	if explicit != "" {
-		return explicit, nil
-	}
-	if env := os.Getenv(EnvPath); env != "" {
-		return env, nil
-	}
-	candidate := filepath.Join(workdir, name+".yaml")
-	if _, err := os.Stat(candidate); err == nil {
-		return candidate, nil
-	}
-	return "", nil
-}
-
-// Load resolves and reads the configuration of the plugin called name.
+// Load resolves and reads the configuration of the plugin called name
+// (storage or compute); explicit is the --config flag's value, if any.
 func Load(explicit, name string) (*Config, error) {
 	wd, err := os.Getwd()
 	if err != nil {
 		return nil, types.Wrap(types.Internal, err, "working directory")
 	}
-	file, err := Resolve(explicit, name, wd)
+	found, err := Find(explicit, name, wd)
 	if err != nil {
 		return nil, err
 	}
-	if file == "" {
-		return Default(wd), nil
+	if found.File == "" {
+		cfg := Default(wd)
+		cfg.Searched = found.Searched
+		return cfg, nil
 	}
-	data, err := os.ReadFile(file)
+	data, err := os.ReadFile(found.File)
 	if err != nil {
-		return nil, types.Wrap(types.InvalidArgument, err, "config")
+		return nil, types.Wrap(fileClass(err), err, "config")
 	}
-	abs, err := filepath.Abs(file)
+	abs, err := filepath.Abs(found.File)
 	if err != nil {
-		return nil, types.Wrap(types.InvalidArgument, err, "config "+file)
+		return nil, types.Wrap(types.InvalidArgument, err, "config "+found.File)
 	}
-	return Parse(data, abs)
+	cfg, err := Parse(data, abs)
+	if err != nil {
+		return nil, err
+	}
+	cfg.Source = found.Source
+	if info, err := os.Stat(abs); err == nil {
+		cfg.Warnings = append(cfg.Warnings, exposedSecrets(cfg, info.Mode())...)
+	}
+	return cfg, nil
+}
+
+// fileClass is the class of a failure to read a file: permission denied is
+// for the operator to fix; anything else names a file that is not there or
+// not a file.
+func fileClass(err error) types.Class {
+	if errors.Is(err, fs.ErrPermission) {
+		return types.PermissionDenied
+	}
+	return types.InvalidArgument
+}
+
+// exposedSecrets warns of a password in a file every user of the host can
+// read.
+func exposedSecrets(cfg *Config, mode fs.FileMode) []string {
+	if cfg.Etcd.Password == "" || mode.Perm()&0o004 == 0 {
+		return nil
+	}
+	return []string{fmt.Sprintf("config %s holds etcd.auth.password and every user of this host can read it (mode %04o): chmod o-r %s", cfg.File, mode.Perm(), cfg.File)}
 }
 
 // Parse reads a configuration document that came from file (an absolute
-// path; relative paths in it are resolved against its folder). Keys this
-// project does not use are ignored; a key it uses with a value of the wrong
-// kind is an error naming the file and the key.
+// path; relative paths in it are resolved against its folder). Anything
+// malformed is an invalid_argument error naming the file, the key and its
+// line.
 func Parse(data []byte, file string) (*Config, error) {
 	cfg := Default(filepath.Dir(file))
 	cfg.File = file
+	cfg.Source = FromFile
+	dec := yaml.NewDecoder(bytes.NewReader(data))
 	var root yaml.Node
-	if err := yaml.Unmarshal(data, &root); err != nil {
-		return nil, types.Invalid("config %s: %s", file, oneLine(err))
+	if err := dec.Decode(&root); err != nil {
+		if errors.Is(err, io.EOF) { // an empty file
+			return cfg, nil
+		}
+		return nil, types.Invalid("config %s: %s", file, yamlMessage(err))
+	}
+	var extra yaml.Node
+	if err := dec.Decode(&extra); !errors.Is(err, io.EOF) {
+		if err != nil {
+			return nil, types.Invalid("config %s: %s", file, yamlMessage(err))
+		}
+		return nil, types.Invalid("config %s: holds a second YAML document (line %d): keep one", file, extra.Line)
 	}
 	doc := &root
 	if doc.Kind == yaml.DocumentNode && len(doc.Content) > 0 {
 		doc = doc.Content[0]
 	}
-	if doc.Kind == 0 { // empty file
+	if isNull(doc) {
 		return cfg, nil
 	}
 	if doc.Kind != yaml.MappingNode {
 		return nil, types.Invalid("config %s: the document is not a mapping of keys", file)
 	}
-	r := reader{root: doc, file: file}
-	r.strings("etcd.machines", &cfg.Etcd.Machines)
-	r.string("etcd.prefix", &cfg.Etcd.Prefix)
-	r.string("etcd.ca", &cfg.Etcd.CA)
-	r.string("etcd.cert", &cfg.Etcd.Cert)
-	r.string("etcd.key", &cfg.Etcd.Key)
-	r.string("etcd.auth.username", &cfg.Etcd.Username)
-	r.string("etcd.auth.password", &cfg.Etcd.Password)
-	r.duration("etcd.dial_timeout", &cfg.Etcd.DialTimeout)
-	r.duration("etcd.call_timeout", &cfg.Etcd.CallTimeout)
-	r.string("embedded.path", &cfg.Embedded.Path)
-	r.duration("embedded.lock_timeout", &cfg.Embedded.LockTimeout)
-	r.integer("scheduler.max_deploy_count", &cfg.Scheduler.MaxDeployCount)
-	r.string("log.file", &cfg.Log.File)
-	r.boolean("nodes.require_session", &cfg.Nodes.RequireSession)
-	r.duration("nodes.session_ttl", &cfg.Nodes.SessionTTL)
-	r.duration("nodes.clock_skew_tolerance", &cfg.Nodes.ClockSkewTolerance)
-	r.size("nodes.memory_tight_bytes", &cfg.Nodes.MemoryTightBytes)
-	if r.err != nil {
-		return nil, r.err
+	c := checker{file: file}
+	if err := c.check(doc); err != nil {
+		return nil, err
+	}
+	var d document
+	if err := doc.Decode(&d); err != nil {
+		return nil, types.Invalid("config %s: %s", file, yamlMessage(err))
+	}
+	apply(cfg, &d)
+	return cfg, finish(cfg)
+}
+
+// apply copies what the document sets over the defaults.
+func apply(cfg *Config, d *document) {
+	if e := d.Etcd; e != nil {
+		if e.Machines != nil {
+			cfg.Etcd.Machines = []string(*e.Machines)
+		}
+		set(&cfg.Etcd.Prefix, e.Prefix)
+		set(&cfg.Etcd.CA, e.CA)
+		set(&cfg.Etcd.Cert, e.Cert)
+		set(&cfg.Etcd.Key, e.Key)
+		if e.Auth != nil {
+			set(&cfg.Etcd.Username, e.Auth.Username)
+			set(&cfg.Etcd.Password, e.Auth.Password)
+		}
+		setDuration(&cfg.Etcd.DialTimeout, e.DialTimeout)
+		setDuration(&cfg.Etcd.CallTimeout, e.CallTimeout)
+	}
+	if e := d.Embedded; e != nil {
+		set(&cfg.Embedded.Path, e.Path)
+		setDuration(&cfg.Embedded.LockTimeout, e.LockTimeout)
+	}
+	if s := d.Scheduler; s != nil {
+		set(&cfg.Scheduler.MaxDeployCount, s.MaxDeployCount)
+	}
+	if l := d.Log; l != nil {
+		set(&cfg.Log.File, l.File)
+	}
+	if n := d.Nodes; n != nil {
+		set(&cfg.Nodes.RequireSession, n.RequireSession)
+		setDuration(&cfg.Nodes.SessionTTL, n.SessionTTL)
+		setDuration(&cfg.Nodes.ClockSkewTolerance, n.ClockSkewTolerance)
+		if n.MemoryTightBytes != nil {
+			cfg.Nodes.MemoryTightBytes = int64(*n.MemoryTightBytes)
+		}
+	}
+	cfg.Serve = d.Serve
+	cfg.FlowControl = d.FlowControl
+}
+
+func set[T any](dst *T, src *T) {
+	if src != nil {
+		*dst = *src
+	}
+}
+
+func setDuration(dst *time.Duration, src *duration) {
+	if src != nil {
+		*dst = time.Duration(*src)
+	}
+}
+
+// finish resolves relative paths and checks what the types alone cannot.
+func finish(cfg *Config) error {
+	file := cfg.File
+	if cfg.Embedded.Path == "" {
+		return types.Invalid("config %s: embedded.path: empty: name the store's file, or leave the key out for %s", file, DefaultFile)
 	}
 	dir := filepath.Dir(file)
 	for _, p := range []*string{&cfg.Embedded.Path, &cfg.Log.File, &cfg.Etcd.CA, &cfg.Etcd.Cert, &cfg.Etcd.Key} {
@@ -182,162 +284,53 @@ func Parse(data []byte, file string) (*Config, error) {
 	}
 	cfg.Etcd.Prefix = strings.TrimSuffix(cfg.Etcd.Prefix, "/")
 	if cfg.Etcd.Prefix != "" && !strings.HasPrefix(cfg.Etcd.Prefix, "/") {
-		return nil, types.Invalid("config %s: etcd.prefix: %q must start with /", file, cfg.Etcd.Prefix)
+		return types.Invalid("config %s: etcd.prefix: %q must start with /", file, cfg.Etcd.Prefix)
 	}
 	if cfg.Scheduler.MaxDeployCount < 1 || cfg.Scheduler.MaxDeployCount > 1_000_000 {
-		return nil, types.Invalid("config %s: scheduler.max_deploy_count: %d is not between 1 and 1000000", file, cfg.Scheduler.MaxDeployCount)
+		return types.Invalid("config %s: scheduler.max_deploy_count: %d is not between 1 and 1000000", file, cfg.Scheduler.MaxDeployCount)
 	}
-	return cfg, nil
+	switch {
+	case cfg.Etcd.Username != "" && cfg.Etcd.Password == "":
+		return types.Invalid("config %s: etcd.auth.password: missing: etcd.auth.username %q is set, and etcd's client signs in only with both", file, cfg.Etcd.Username)
+	case cfg.Etcd.Username == "" && cfg.Etcd.Password != "":
+		return types.Invalid("config %s: etcd.auth.username: missing: etcd.auth.password is set, and etcd's client signs in only with both", file)
+	}
+	return nil
 }
 
-// reader looks up dotted keys in a YAML mapping and keeps the first error.
-type reader struct {
-	root *yaml.Node
-	file string
-	err  error
-}
-
-func (r *reader) lookup(path string) *yaml.Node {
-	node := r.root
-	for _, part := range strings.Split(path, ".") {
-		if node.Kind != yaml.MappingNode {
-			return nil
-		}
-		var next *yaml.Node
-		for i := 0; i+1 < len(node.Content); i += 2 {
-			if node.Content[i].Value == part {
-				next = node.Content[i+1]
-			}
-		}
-		if next == nil {
-			return nil
-		}
-		node = next
+// DecodeSection decodes the raw section name ("serve" or "flowcontrol")
+// into out, a pointer to a struct with yaml tags, as strictly as the
+// sections of this package: an unknown key is an error naming the nearest
+// known one, a value of the wrong kind an error naming its key; both name
+// the file and the line. An absent or empty section leaves out unchanged.
+func (c *Config) DecodeSection(name string, out any) error {
+	var n *yaml.Node
+	switch name {
+	case "serve":
+		n = &c.Serve
+	case "flowcontrol":
+		n = &c.FlowControl
+	default:
+		return types.Errorf(types.Internal, "config: no raw section %q", name)
 	}
-	if node.Kind == yaml.ScalarNode && node.Tag == "!!null" {
+	n = resolve(n)
+	if isNull(n) {
 		return nil
 	}
-	return node
+	ch := checker{file: c.File}
+	if err := ch.value(n, reflect.TypeOf(out), name); err != nil {
+		return err
+	}
+	if err := n.Decode(out); err != nil {
+		return types.Invalid("config %s: %s: %s", c.File, name, yamlMessage(err))
+	}
+	return nil
 }
 
-func (r *reader) fail(path string, format string, args ...any) {
-	if r.err == nil {
-		r.err = types.Invalid("config %s: %s: %s", r.file, path, fmt.Sprintf(format, args...))
-	}
-}
-
-func (r *reader) scalar(path string) (string, bool) {
-	n := r.lookup(path)
-	if n == nil {
-		return "", false
-	}
-	if n.Kind != yaml.ScalarNode {
-		r.fail(path, "want a single value, got a %s", kindName(n.Kind))
-		return "", false
-	}
-	return n.Value, true
-}
-
-func (r *reader) string(path string, out *string) {
-	if v, ok := r.scalar(path); ok {
-		*out = v
-	}
-}
-
-func (r *reader) strings(path string, out *[]string) {
-	n := r.lookup(path)
-	if n == nil {
-		return
-	}
-	switch n.Kind {
-	case yaml.ScalarNode:
-		if n.Value != "" {
-			*out = []string{n.Value}
-		}
-	case yaml.SequenceNode:
-		var list []string
-		for _, item := range n.Content {
-			if item.Kind != yaml.ScalarNode {
-				r.fail(path, "want a list of strings")
-				return
-			}
-			if item.Value != "" {
-				list = append(list, item.Value)
-			}
-		}
-		*out = list
-	default:
-		r.fail(path, "want a list of strings, got a %s", kindName(n.Kind))
-	}
-}
-
-func (r *reader) duration(path string, out *time.Duration) {
-	v, ok := r.scalar(path)
-	if !ok {
-		return
-	}
-	d, err := time.ParseDuration(v)
-	if err != nil || d <= 0 {
-		r.fail(path, "%q is not a positive duration like 2s or 500ms", v)
-		return
-	}
-	*out = d
-}
-
-func (r *reader) integer(path string, out *int) {
-	v, ok := r.scalar(path)
-	if !ok {
-		return
-	}
-	n, err := strconv.Atoi(v)
-	if err != nil {
-		r.fail(path, "%q is not an integer", v)
-		return
-	}
-	*out = n
-}
-
-func (r *reader) size(path string, out *int64) {
-	v, ok := r.scalar(path)
-	if !ok {
-		return
-	}
-	n, err := units.RAMInBytes(v)
-	if err != nil || n < 0 {
-		r.fail(path, "%q is not a size like 536870912 or 512M", v)
-		return
-	}
-	*out = n
-}
-
-func (r *reader) boolean(path string, out *bool) {
-	v, ok := r.scalar(path)
-	if !ok {
-		return
-	}
-	b, err := strconv.ParseBool(v)
-	if err != nil {
-		r.fail(path, "%q is not true or false", v)
-		return
-	}
-	*out = b
-}
-
-func kindName(k yaml.Kind) string {
-	switch k {
-	case yaml.MappingNode:
-		return "mapping"
-	case yaml.SequenceNode:
-		return "list"
-	default:
-		return "value"
-	}
-}
-
-func oneLine(err error) string {
+func yamlMessage(err error) string {
 	var te *yaml.TypeError
 	if errors.As(err, &te) {
-		return strings.Join(te.Errors, "; ")
+		return oneLine(strings.Join(te.Errors, "; "))
 	}
-	return strings.ReplaceAll(err.Error(), "\n", " ")
+	return oneLine(err.Error())
 }

@@ -11,14 +11,22 @@ import (
 // Mode says what a command needs of the store.
 type Mode int
 
-// Modes of opening the store. Plugin verbs may create the embedded store;
-// operator commands must find an existing one, so that running from the
-// wrong folder fails instead of answering from a fresh empty store.
+// Modes of opening the store. Only an absent embedded store is ever
+// created, and only by a verb that creates nodes (add-node: Write); every
+// other writer and every operator command must find an existing one, so
+// that running from the wrong folder fails instead of answering from a
+// fresh empty store. An existing file that is not a whole store is
+// data_loss in every mode (see boltstore.Open).
 const (
 	Read          Mode = iota // read; a missing embedded store reads as empty
-	Write                     // write; create the embedded store if missing
+	Write                     // write; create the embedded store if missing: verbs that create nodes only
 	ReadExisting              // read; the embedded store must exist
 	WriteExisting             // write; the embedded store must exist
+	// WriteNoCreate is for the plugin verbs that write but create no node:
+	// a missing embedded store reads as empty (an unknown node is
+	// not_found, as on an empty store), and a write to it fails naming
+	// the missing file instead of creating it.
+	WriteNoCreate
 )
 
 // Open opens the configured store: etcd when machines are named, else the
@@ -46,6 +54,8 @@ func (c *Config) Open(ctx context.Context, mode Mode) (store.Store, error) {
 	case ReadExisting:
 		opts.ReadOnly = true
 		opts.MustExist = true
+	case WriteNoCreate:
+		opts.EmptyIfMissing = true
 	}
 	return boltstore.Open(c.Embedded.Path, opts)
 }

@@ -6,19 +6,20 @@
 // Each value is kept in an envelope with its mod revision and optional
 // expiry; a global revision counter advances on every committed write, so
 // transactions have the same compare-and-swap meaning as on etcd.
+//
+// Only an absent file is ever created. A file that is not a whole store of
+// this project (empty, truncated, foreign, damaged) is a data_loss error
+// naming it, never a panic: see Open.
 package boltstore
 
 import (
 	"context"
 	"encoding/binary"
 	"errors"
-	"fmt"
 	"os"
-	"path/filepath"
 	"time"
 
 	bolt "go.etcd.io/bbolt"
-	bolterrors "go.etcd.io/bbolt/errors"
 
 	"github.com/eru-extend/resources/store"
 	"github.com/eru-extend/resources/types"
@@ -26,12 +27,18 @@ import (
 
 // Options says how to open the file.
 type Options struct {
-	Prefix      string        // put in front of every key, as on etcd
-	ReadOnly    bool          // share the lock; a missing file reads as empty
-	Create      bool          // create the file (and its folder) when missing
-	MustExist   bool          // with ReadOnly: a missing file is an error
-	LockTimeout time.Duration // how long to wait for the file lock
-	Now         func() time.Time
+	Prefix    string // put in front of every key, as on etcd
+	ReadOnly  bool   // share the lock; a missing file reads as empty
+	Create    bool   // create the file (and its folder) when missing
+	MustExist bool   // with ReadOnly: a missing file is an error
+	// EmptyIfMissing, for a writer that may not create the file: a
+	// missing file reads as an empty store, and a write to it fails with
+	// store.ErrMissing naming the file, so that a verb refused on an empty
+	// store says why (no such node) and a verb that would write says the
+	// store is missing.
+	EmptyIfMissing bool
+	LockTimeout    time.Duration // how long to wait for the file lock
+	Now            func() time.Time
 }
 
 var (
@@ -50,51 +57,6 @@ type Store struct {
 	now    func() time.Time
 }
 
-// Open opens the file at path. A read-only open of a missing file succeeds
-// and reads as an empty store; a writable open of a missing file creates it
-// only when opts.Create is set, else it fails with store.ErrMissing.
-func Open(path string, opts Options) (*Store, error) {
-	s := &Store{path: path, prefix: opts.Prefix, ro: opts.ReadOnly, now: opts.Now}
-	if s.now == nil {
-		s.now = time.Now
-	}
-	if _, err := os.Stat(path); errors.Is(err, os.ErrNotExist) {
-		switch {
-		case opts.ReadOnly && !opts.MustExist:
-			return s, nil
-		case opts.ReadOnly, !opts.Create:
-			return nil, types.Wrap(types.FailedPrecondition, store.ErrMissing, "embedded store "+path+" (run from the folder of the plugins' config, or name it with --config)")
-		}
-		if err := os.MkdirAll(filepath.Dir(path), 0o755); err != nil {
-			return nil, types.Wrap(types.Unavailable, err, "embedded store "+path)
-		}
-	}
-	timeout := opts.LockTimeout
-	if timeout <= 0 {
-		timeout = 2 * time.Second
-	}
-	busy := func() error {
-		return types.Errorf(types.Unavailable, "embedded store %s: store busy: another process held its lock for %s", path, timeout)
-	}
-	lock, err := acquire(path+".lock", !opts.ReadOnly, timeout)
-	if err != nil {
-		if errors.Is(err, errLockTimeout) {
-			return nil, busy()
-		}
-		return nil, types.Wrap(types.Unavailable, err, "embedded store "+path)
-	}
-	db, err := bolt.Open(path, 0o644, &bolt.Options{Timeout: timeout, ReadOnly: opts.ReadOnly})
-	if err != nil {
-		release(lock)
-		if errors.Is(err, bolterrors.ErrTimeout) {
-			return nil, busy()
-		}
-		return nil, types.Wrap(types.Unavailable, err, "embedded store "+path)
-	}
-	s.db, s.lock = db, lock
-	return s, nil
-}
-
 // Path is the file the store lives in.
 func (s *Store) Path() string { return s.path }
 
@@ -103,7 +65,7 @@ func (s *Store) Close() error {
 	if s.db == nil {
 		return nil
 	}
-	err := s.db.Close()
+	err := s.closeBolt(s.db)
 	release(s.lock)
 	return err
 }
@@ -127,7 +89,7 @@ func encode(rev int64, expires time.Time, value []byte) []byte {
 // decode returns the envelope's parts; live is false for an expired key.
 func (s *Store) decode(raw []byte, now time.Time) (rev int64, value []byte, live bool, err error) {
 	if len(raw) < headerLen {
-		return 0, nil, false, fmt.Errorf("embedded store %s: corrupt value of %d bytes", s.path, len(raw))
+		return 0, nil, false, s.lost("damaged: a value of %d bytes, shorter than its %d-byte header", len(raw), headerLen)
 	}
 	rev = int64(binary.BigEndian.Uint64(raw[0:8]))
 	exp := int64(binary.BigEndian.Uint64(raw[8:16]))
@@ -146,46 +108,44 @@ func (s *Store) Read(ctx context.Context, keys []string, prefixes []string) (*st
 		return snap, nil
 	}
 	now := s.now()
-	err := s.db.View(func(tx *bolt.Tx) error {
-		if meta := tx.Bucket(bucketMeta); meta != nil {
-			if v := meta.Get(keyRev); len(v) == 8 {
-				snap.Revision = int64(binary.BigEndian.Uint64(v))
+	err := s.guard(func() error {
+		return s.db.View(func(tx *bolt.Tx) error {
+			snap.Revision = revision(tx.Bucket(bucketMeta))
+			kv := tx.Bucket(bucketKV)
+			if kv == nil {
+				return nil
 			}
-		}
-		kv := tx.Bucket(bucketKV)
-		if kv == nil {
-			return nil
-		}
-		add := func(k, raw []byte) error {
-			rev, value, live, err := s.decode(raw, now)
-			if err != nil || !live {
-				return err
-			}
-			key := string(k[len(s.prefix):])
-			snap.Items[key] = store.Item{Key: key, Value: value, ModRevision: rev}
-			return nil
-		}
-		for _, k := range keys {
-			full := []byte(s.prefix + k)
-			if raw := kv.Get(full); raw != nil {
-				if err := add(full, raw); err != nil {
+			add := func(k, raw []byte) error {
+				rev, value, live, err := s.decode(raw, now)
+				if err != nil || !live {
 					return err
 				}
+				key := string(k[len(s.prefix):])
+				snap.Items[key] = store.Item{Key: key, Value: value, ModRevision: rev}
+				return nil
 			}
-		}
-		for _, p := range prefixes {
-			full := []byte(s.prefix + p)
-			c := kv.Cursor()
-			for k, raw := c.Seek(full); k != nil && hasPrefix(k, full); k, raw = c.Next() {
-				if err := add(k, raw); err != nil {
-					return err
+			for _, k := range keys {
+				full := []byte(s.prefix + k)
+				if raw := kv.Get(full); raw != nil {
+					if err := add(full, raw); err != nil {
+						return err
+					}
 				}
 			}
-		}
-		return nil
+			for _, p := range prefixes {
+				full := []byte(s.prefix + p)
+				c := kv.Cursor()
+				for k, raw := c.Seek(full); k != nil && hasPrefix(k, full); k, raw = c.Next() {
+					if err := add(k, raw); err != nil {
+						return err
+					}
+				}
+			}
+			return nil
+		})
 	})
 	if err != nil {
-		return nil, types.Wrap(types.Unavailable, err, "embedded store "+s.path)
+		return nil, s.classify(err)
 	}
 	return snap, nil
 }
@@ -197,63 +157,75 @@ func hasPrefix(k, p []byte) bool {
 // Txn implements store.Store in one update transaction: conditions are
 // checked and writes applied under bbolt's single writer.
 func (s *Store) Txn(ctx context.Context, conds []store.Cond, ops []store.Op) error {
+	if s.db == nil && !s.ro {
+		return s.missing()
+	}
 	if s.ro || s.db == nil {
 		return types.Wrap(types.Internal, store.ErrReadOnly, "embedded store "+s.path)
 	}
 	now := s.now()
-	err := s.db.Update(func(tx *bolt.Tx) error {
-		kv, err := tx.CreateBucketIfNotExists(bucketKV)
-		if err != nil {
-			return err
-		}
-		meta, err := tx.CreateBucketIfNotExists(bucketMeta)
-		if err != nil {
-			return err
-		}
-		for _, c := range conds {
-			var rev int64
-			if raw := kv.Get([]byte(s.prefix + c.Key)); raw != nil {
-				r, _, live, err := s.decode(raw, now)
-				if err != nil {
-					return err
-				}
-				if live {
-					rev = r
-				}
-			}
-			if rev != c.ModRevision {
-				return store.ErrConflict
-			}
-		}
-		var next int64 = 1
-		if v := meta.Get(keyRev); len(v) == 8 {
-			next = int64(binary.BigEndian.Uint64(v)) + 1
-		}
-		for _, op := range ops {
-			key := []byte(s.prefix + op.Key)
-			if op.Delete {
-				if err := kv.Delete(key); err != nil {
-					return err
-				}
-				continue
-			}
-			var expires time.Time
-			if op.TTL > 0 {
-				expires = now.Add(op.TTL)
-			}
-			if err := kv.Put(key, encode(next, expires, op.Value)); err != nil {
+	err := s.guard(func() error {
+		return s.db.Update(func(tx *bolt.Tx) error {
+			kv, err := tx.CreateBucketIfNotExists(bucketKV)
+			if err != nil {
 				return err
 			}
-		}
-		var buf [8]byte
-		binary.BigEndian.PutUint64(buf[:], uint64(next))
-		return meta.Put(keyRev, buf[:])
+			meta, err := tx.CreateBucketIfNotExists(bucketMeta)
+			if err != nil {
+				return err
+			}
+			for _, c := range conds {
+				var rev int64
+				if raw := kv.Get([]byte(s.prefix + c.Key)); raw != nil {
+					r, _, live, err := s.decode(raw, now)
+					if err != nil {
+						return err
+					}
+					if live {
+						rev = r
+					}
+				}
+				if rev != c.ModRevision {
+					return store.ErrConflict
+				}
+			}
+			next := revision(meta) + 1
+			for _, op := range ops {
+				key := []byte(s.prefix + op.Key)
+				if op.Delete {
+					if err := kv.Delete(key); err != nil {
+						return err
+					}
+					continue
+				}
+				var expires time.Time
+				if op.TTL > 0 {
+					expires = now.Add(op.TTL)
+				}
+				if err := kv.Put(key, encode(next, expires, op.Value)); err != nil {
+					return err
+				}
+			}
+			var buf [8]byte
+			binary.BigEndian.PutUint64(buf[:], uint64(next))
+			return meta.Put(keyRev, buf[:])
+		})
 	})
 	if errors.Is(err, store.ErrConflict) {
 		return err
 	}
 	if err != nil {
-		return types.Wrap(types.Unavailable, err, "embedded store "+s.path)
+		return s.classify(err)
 	}
 	return nil
+}
+
+// classify gives an error of a transaction its class: those of this
+// package keep theirs, the file system's are classed by failure.
+func (s *Store) classify(err error) error {
+	var typed *types.Error
+	if errors.As(err, &typed) {
+		return err
+	}
+	return s.failure(err)
 }

@@ -2,7 +2,9 @@ package boltstore
 
 import (
 	"errors"
+	"io/fs"
 	"os"
+	"syscall"
 	"time"
 
 	"golang.org/x/sys/unix"
@@ -17,9 +19,24 @@ import (
 var errLockTimeout = errors.New("lock wait timed out")
 
 // acquire takes a shared or exclusive lock on path, waiting at most
-// timeout.
+// timeout. A writer opens (or creates) the lock file for writing; a reader
+// opens it read-only, for flock needs no write access, and goes on without
+// it when the file is not there and cannot be made or cannot be read by this
+// user: bbolt's own shared lock on the store keeps the reader safe, the
+// companion lock only keeps the queue fair. The file is nil then.
 func acquire(path string, exclusive bool, timeout time.Duration) (*os.File, error) {
-	f, err := os.OpenFile(path, os.O_CREATE|os.O_RDWR, 0o644)
+	var (
+		f   *os.File
+		err error
+	)
+	if exclusive {
+		f, err = os.OpenFile(path, os.O_CREATE|os.O_RDWR, 0o644)
+	} else {
+		f, err = os.OpenFile(path, os.O_CREATE|os.O_RDONLY, 0o644)
+		if errors.Is(err, fs.ErrPermission) || errors.Is(err, syscall.EROFS) {
+			return nil, nil
+		}
+	}
 	if err != nil {
 		return nil, err
 	}

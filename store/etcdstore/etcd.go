@@ -105,7 +105,11 @@ func (s *Store) fail(err error, write bool) error {
 	}
 	if s.client.ActiveConnection().GetState() != connectivity.Ready {
 		why := diagnose(s.client.Endpoints(), s.tls, probeTimeout)
-		return types.Wrap(types.Unavailable, fmt.Errorf("unreachable: no connection within %s: %s", s.dial, why), "etcd "+s.endpoint)
+		cause := fmt.Errorf("unreachable: no connection within %s: %s", s.dial, why)
+		if refused := refusedCertificate(s.endpoint, cause); refused != nil {
+			return refused
+		}
+		return types.Wrap(types.Unavailable, cause, "etcd "+s.endpoint)
 	}
 	if write {
 		return types.Wrap(types.Unavailable, errors.New("no answer in time: the write's outcome is unknown (etcd may still apply it); read the node before retrying"), "etcd "+s.endpoint)
@@ -269,6 +273,9 @@ func (s *Store) guardOp(ctx context.Context) (clientv3.Op, bool, error) {
 // classify turns a client error into an unavailable error naming the
 // endpoint; credentials are never part of it.
 func classify(endpoint string, err error) error {
+	if refused := refusedCredentials(endpoint, err); refused != nil {
+		return refused
+	}
 	switch {
 	case errors.Is(err, rpctypes.ErrAuthFailed), errors.Is(err, rpctypes.ErrGRPCAuthFailed):
 		return types.Wrap(types.Unavailable, errors.New("authentication failed (user name or password wrong)"), "etcd "+endpoint)

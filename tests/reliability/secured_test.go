@@ -101,6 +101,7 @@ type securedCase struct {
 	etcdKeys obj
 	works    bool
 	want     string // the failure line contains this
+	code     int    // the exit status of an operator command
 }
 
 // requireRoundTrip adds the seeded node and reads it back through each
@@ -121,7 +122,7 @@ func requireRoundTrip(t *testing.T, env *testenv.Env) {
 // requireRefusedEverywhere runs a reading and a writing verb of each binary
 // and an operator command with env's config, all of which must fail in one
 // line containing want and naming the endpoint, fast; it returns the lines.
-func requireRefusedEverywhere(t *testing.T, env *testenv.Env, endpoint, want string) []string {
+func requireRefusedEverywhere(t *testing.T, env *testenv.Env, endpoint, want string, code int) []string {
 	t.Helper()
 	calls := []call{
 		verbCall(t, "storage", "add-node", obj{"nodename": "n2", "resource": seedResource["storage"]}),
@@ -137,7 +138,7 @@ func requireRefusedEverywhere(t *testing.T, env *testenv.Env, endpoint, want str
 		if len(c.args) == 1 {
 			line = refusedVerb(t, results[i], c.bin, c.args[0])
 		} else {
-			line = refusedCommand(t, results[i], c.bin, "nodes drain", 7)
+			line = refusedCommand(t, results[i], c.bin, "nodes drain", code)
 		}
 		require.Contains(t, line, want)
 		require.Contains(t, line, "etcd "+endpoint+": ", "the line names the endpoint")
@@ -184,15 +185,15 @@ func TestTLSEtcdWithClientCertificates(t *testing.T) {
 	require.NotEmpty(t, before)
 
 	cases := []securedCase{
-		{name: "a CA that did not sign the server's certificate", etcdKeys: obj{"ca": rogue.certFile, "cert": clientCert, "key": clientKey}, want: "certificate"},
-		{name: "no client certificate", etcdKeys: obj{"ca": ca.certFile}, want: "certificate"},
-		{name: "a client certificate of a CA the server does not trust", etcdKeys: obj{"ca": ca.certFile, "cert": rogueCert, "key": rogueKey}, want: "certificate"},
-		{name: "no TLS settings, so the system's roots", etcdKeys: obj{}, want: "certificate"},
+		{name: "a CA that did not sign the server's certificate", etcdKeys: obj{"ca": rogue.certFile, "cert": clientCert, "key": clientKey}, want: "unauthenticated: etcd " + server.Endpoint + ": unreachable: no connection within 2s: TLS: tls: failed to verify certificate: x509: certificate signed by unknown authority: etcd's certificate is not trusted (etcd.ca)", code: 10},
+		{name: "no client certificate", etcdKeys: obj{"ca": ca.certFile}, want: "unauthenticated: etcd " + server.Endpoint + ": unreachable: no connection within 2s: TLS: tls: certificate required: etcd refused the client certificate (etcd.cert, etcd.key)", code: 10},
+		{name: "a client certificate of a CA the server does not trust", etcdKeys: obj{"ca": ca.certFile, "cert": rogueCert, "key": rogueKey}, want: "unauthenticated: etcd " + server.Endpoint + ": unreachable: no connection within 2s: TLS: tls: unknown certificate authority: etcd refused the client certificate (etcd.cert, etcd.key)", code: 10},
+		{name: "no TLS settings, so the system's roots", etcdKeys: obj{}, want: "unauthenticated: etcd " + server.Endpoint + ": unreachable: no connection within 2s: TLS: tls: failed to verify certificate: x509: certificate signed by unknown authority: etcd's certificate is not trusted (etcd.ca)", code: 10},
 	}
 	for _, c := range cases {
 		t.Run(c.name+" fails in one line that says why, and writes nothing", func(t *testing.T) {
 			env := etcdEnv(t, nil, prefix, etcdConfig(server.Endpoint, prefix, c.etcdKeys))
-			requireRefusedEverywhere(t, env, server.Endpoint, c.want)
+			requireRefusedEverywhere(t, env, server.Endpoint, c.want, c.code)
 			require.Equal(t, before, dumpEtcd(t, admin, prefix))
 		})
 	}
@@ -285,15 +286,15 @@ func TestEtcdWithPasswordAuth(t *testing.T) {
 	require.NotEmpty(t, before)
 
 	cases := []securedCase{
-		{name: "a wrong password", etcdKeys: obj{"username": "eru", "password": wrongPassword}, want: "unavailable: etcd " + server.Endpoint + ": authentication failed"},
-		{name: "an unknown user", etcdKeys: obj{"username": "nobody", "password": eruPassword}, want: "unavailable: etcd " + server.Endpoint + ": authentication failed"},
-		{name: "a user without rights on the prefix", etcdKeys: obj{"username": "stranger", "password": strangerPassword}, want: "unavailable: etcd " + server.Endpoint + ": permission denied"},
-		{name: "no credentials at all", etcdKeys: nil, want: "unavailable: etcd " + server.Endpoint + ": "},
+		{name: "a wrong password", etcdKeys: obj{"username": "eru", "password": wrongPassword}, want: "unauthenticated: etcd " + server.Endpoint + ": authentication failed: the user name or password is wrong (etcd.auth.username, etcd.auth.password)", code: 10},
+		{name: "an unknown user", etcdKeys: obj{"username": "nobody", "password": eruPassword}, want: "unauthenticated: etcd " + server.Endpoint + ": authentication failed", code: 10},
+		{name: "a user without rights on the prefix", etcdKeys: obj{"username": "stranger", "password": strangerPassword}, want: "permission_denied: etcd " + server.Endpoint + ": permission denied: the etcd user has no role granting this on the key prefix (etcd.prefix)", code: 9},
+		{name: "no credentials at all", etcdKeys: nil, want: "unauthenticated: etcd " + server.Endpoint + ": etcd requires a user name and password, and none is configured (etcd.auth.username, etcd.auth.password)", code: 10},
 	}
 	for _, c := range cases {
 		t.Run(c.name+" fails in one clear line, writes nothing and leaks no password", func(t *testing.T) {
 			env, logFile := config(t, c.etcdKeys)
-			lines := requireRefusedEverywhere(t, env, server.Endpoint, c.want)
+			lines := requireRefusedEverywhere(t, env, server.Endpoint, c.want, c.code)
 			require.Equal(t, before, dumpEtcd(t, root, prefix))
 			requireNoSecrets(t, lines, logFile)
 		})
