@@ -9,8 +9,6 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"log/slog"
-	"os"
 	"strconv"
 	"strings"
 	"time"
@@ -39,8 +37,15 @@ const GCPercent = 50
 // the program name) and returns its exit status.
 func Main(name string, args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 	r := &runner{name: name, stdin: stdin, stdout: stdout, stderr: stderr}
+	// --config may stand anywhere on the command line, also after a
+	// command's own flags and arguments.
+	path, args, err := config.FlagFromArgs(args)
+	if err != nil {
+		return r.fail(usageError{err})
+	}
+	r.cfgPath = path
 	app := r.app()
-	err := app.Run(append([]string{name}, reorder(app, args)...))
+	err = app.Run(append([]string{name}, reorder(app, args)...))
 	if err == nil && r.notFound != "" {
 		err = usageError{types.Invalid("unknown command %q (see %s help)", r.notFound, name)}
 	}
@@ -68,7 +73,7 @@ func (r *runner) app() *cli.App {
 		Writer:    r.stdout,
 		ErrWriter: r.stderr,
 		Flags: []cli.Flag{
-			&cli.StringFlag{Name: "config", Usage: "config file (else $" + config.EnvPath + ", else ./" + r.name + ".yaml, else built-in defaults)"},
+			&cli.StringFlag{Name: "config", Usage: "config file, anywhere on the command line (else $" + config.EnvPath + ", else ./" + r.name + ".yaml, the other plugin's file or ./" + config.SharedName + ", else built-in defaults)"},
 			helpFlag(),
 		},
 		Commands:       append(r.verbCommands(), r.nodesCommand(), r.overcommitCommand(), helpCommand()),
@@ -79,10 +84,6 @@ func (r *runner) app() *cli.App {
 			return usageError{types.Invalid("%s", err.Error())}
 		},
 		CommandNotFound: func(_ *cli.Context, name string) { r.notFound = name },
-		Before: func(c *cli.Context) error {
-			r.cfgPath = c.String("config")
-			return nil
-		},
 	}
 	for _, c := range app.Commands {
 		quietUsage(c, "")
@@ -195,18 +196,6 @@ func (r *runner) engine(cfg *config.Config, open func(context.Context, bool) (st
 		return nil, types.Errorf(types.Internal, "no resource is called %q", r.name)
 	}
 	return res.engine(setup{open: open, plugins: plugins(), policy: policy(cfg), maxDeploy: cfg.Scheduler.MaxDeployCount}), nil
-}
-
-// logger writes to the configured log file, or nowhere.
-func (r *runner) logger(cfg *config.Config) (*slog.Logger, func()) {
-	if cfg == nil || cfg.Log.File == "" {
-		return slog.New(slog.DiscardHandler), func() {}
-	}
-	f, err := os.OpenFile(cfg.Log.File, os.O_APPEND|os.O_CREATE|os.O_WRONLY, 0o644)
-	if err != nil {
-		return slog.New(slog.DiscardHandler), func() {}
-	}
-	return slog.New(slog.NewJSONHandler(f, nil)).With("plugin", r.name, "pid", os.Getpid()), func() { _ = f.Close() }
 }
 
 // Errors carry how they are printed and what status they exit with.

@@ -83,6 +83,15 @@ func Run[T any](r *runner, sp spec, body func(op *operation) (nodes.Answer[T], e
 		if err != nil {
 			return fail(err)
 		}
+		if notice := cfg.DefaultsNotice(); notice != "" {
+			fmt.Fprintf(r.stderr, "%s: %s: %s\n", r.name, sp.name, notice)
+		}
+		log, closeLog, err := cfg.Logger(r.name, true)
+		if err != nil {
+			return fail(err)
+		}
+		defer closeLog()
+		log.Info("command", "command", sp.name, "args", args)
 		cmd := nodes.Command{ID: c.String("command-id"), Args: canonical(sp.name, args, c)}
 		if c.IsSet("if-version") {
 			v := c.Int64("if-version")

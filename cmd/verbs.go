@@ -57,11 +57,16 @@ func (r *runner) runVerb(v engine.Verb) cli.ActionFunc {
 				return verbError{verb: verb, node: req.Nodename, err: err}
 			}
 		}
-		log, closeLog := r.logger(cfg)
+		// A plugin verb goes on without a log it cannot open: core needs
+		// its answer more.
+		log, closeLog, _ := cfg.Logger(r.name, false)
 		defer closeLog()
 		o := &opener{cfg: cfg, mode: func(write bool) config.Mode {
-			if write {
+			switch {
+			case write && createsRecords(verb): // only a verb that creates nodes creates the store
 				return config.Write
+			case write:
+				return config.WriteNoCreate
 			}
 			return config.Read
 		}}
@@ -141,4 +146,15 @@ func writeJSON(w io.Writer, v any) error {
 		return err
 	}
 	return bw.Flush()
+}
+
+// createsRecords says whether a verb may write a node's first record (the
+// protocol lets core set capacity, usage or info on a node the plugin has
+// never seen): only those may create the embedded store's file.
+func createsRecords(verb string) bool {
+	switch verb {
+	case "add-node", "set-node-resource-capacity", "set-node-resource-usage", "set-node-resource-info":
+		return true
+	}
+	return false
 }
