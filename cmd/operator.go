@@ -67,7 +67,7 @@ func (r *runner) operator(name string, nargs int, mode config.Mode, op operation
 		}
 		ctx, cancel := withTimeout(cfg)
 		defer cancel()
-		s, err := cfg.Open(ctx, mode)
+		s, err := r.open(ctx, cfg, mode)
 		if err != nil {
 			return fail(err)
 		}

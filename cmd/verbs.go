@@ -79,7 +79,7 @@ func (r *runner) runVerb(verb string) cli.ActionFunc {
 		}
 		log, closeLog := r.logger(cfg)
 		defer closeLog()
-		o := &opener{cfg: cfg, mode: func(write bool) config.Mode {
+		o := &opener{cfg: cfg, with: r.open, mode: func(write bool) config.Mode {
 			if write {
 				return config.Write
 			}
