@@ -1,14 +1,24 @@
 // Command storage is the eru resource plugin for the "storage" resource. eru core
 // runs it once per call as `storage <verb>` with a JSON request on stdin;
-// operators run its `nodes` and `overcommit` command groups.
+// operators run its `nodes` and `overcommit` command groups, and `storage
+// serve` runs the daemon that answers forwarded calls.
 package main
 
 import (
 	"os"
 
 	"github.com/eru-extend/resources/cmd"
+	"github.com/eru-extend/resources/internal/forward"
+	"github.com/eru-extend/resources/serve"
 )
 
 func main() {
-	os.Exit(cmd.Main("storage", os.Args[1:], os.Stdin, os.Stdout, os.Stderr))
+	if len(os.Args) > 1 && os.Args[1] == "serve" {
+		os.Exit(serve.Main("storage", os.Args[2:], os.Stderr))
+	}
+	code, done, stdin := forward.Try(forward.Call{Binary: "storage", Args: os.Args[1:], Stdin: os.Stdin, Stdout: os.Stdout, Stderr: os.Stderr})
+	if done {
+		os.Exit(code)
+	}
+	os.Exit(cmd.Main("storage", os.Args[1:], stdin, os.Stdout, os.Stderr))
 }

@@ -48,7 +48,6 @@ type Store struct {
 	endpoint string // for error messages
 	dial     time.Duration
 	tls      *tls.Config
-	guard    clientv3.LeaseID // see guardOp
 }
 
 var quietGRPC sync.Once
@@ -253,17 +252,16 @@ func (s *Store) guardOp(ctx context.Context) (clientv3.Op, bool, error) {
 	if !ok {
 		return clientv3.Op{}, false, nil
 	}
-	if s.guard == 0 {
-		ttl := max(1, int64(time.Until(deadline)/time.Second))
-		cctx, cancel := s.bound(ctx)
-		lease, err := s.client.Grant(cctx, ttl)
-		cancel()
-		if err != nil {
-			return clientv3.Op{}, false, s.fail(err, false)
-		}
-		s.guard = lease.ID
+	// Granted per transaction: the store lives as long as a serve daemon,
+	// far past any one call's deadline, and is used concurrently.
+	ttl := max(1, int64(time.Until(deadline)/time.Second))
+	cctx, cancel := s.bound(ctx)
+	lease, err := s.client.Grant(cctx, ttl)
+	cancel()
+	if err != nil {
+		return clientv3.Op{}, false, s.fail(err, false)
 	}
-	return clientv3.OpPut(fmt.Sprintf("%s/guards/%x", s.prefix, int64(s.guard)), "", clientv3.WithLease(s.guard)), true, nil
+	return clientv3.OpPut(fmt.Sprintf("%s/guards/%x", s.prefix, int64(lease.ID)), "", clientv3.WithLease(lease.ID)), true, nil
 }
 
 // classify turns a client error into an unavailable error naming the
