@@ -58,6 +58,7 @@ type Daemon struct {
 	metrics *metrics
 
 	ln       *net.UnixListener
+	answered atomic.Int64 // calls run for a client
 	closing  atomic.Bool
 	inflight sync.WaitGroup
 }
@@ -123,6 +124,9 @@ func sameStore(a, b *config.Config) bool {
 		a.Etcd.Username == b.Etcd.Username && a.Etcd.Password == b.Etcd.Password &&
 		(a.UsesEtcd() || a.Embedded.Path == b.Embedded.Path)
 }
+
+// Answered is how many forwarded calls the daemon has run.
+func (d *Daemon) Answered() int64 { return d.answered.Load() }
 
 // Cache is the daemon's watch cache, nil on the embedded store.
 func (d *Daemon) Cache() *cache.Cache { return d.cache }
@@ -272,6 +276,7 @@ func (d *Daemon) handle(conn *net.UnixConn) {
 			return
 		}
 		code, out, eb = d.run(opts, req.Binary, req.Args, stdin)
+		d.answered.Add(1)
 		release()
 		if code != 0 {
 			result = "failed"

@@ -80,7 +80,7 @@ func Main(name string, args []string, stderr io.Writer) int {
 	}
 	log.Info("serving", append(listening, "config", cfg.File, "etcd", cfg.UsesEtcd())...)
 	<-ctx.Done()
-	log.Info("shutting down", "grace", sc.ShutdownGrace.String())
+	log.Info("shutting down", "grace", sc.ShutdownGrace.String(), "answered", d.Answered())
 	if err := d.Shutdown(sc.ShutdownGrace); err != nil {
 		log.Warn("shutdown", "error", err.Error())
 	}
