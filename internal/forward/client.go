@@ -41,62 +41,83 @@ type Call struct {
 	Stderr io.Writer
 }
 
+// Outcome is what Forward did with a call.
+type Outcome struct {
+	// Handled: the daemon answered (or the call's outcome is unknown) and
+	// the answer has been printed; exit with Code.
+	Handled bool
+	Code    int
+	// Read is what was taken from stdin when ReadStdin is true: a call run
+	// locally must be given these bytes first.
+	Read      []byte
+	ReadStdin bool
+}
+
 // Try hands the call to a serve daemon when one answers for it. It returns
 // handled false when the binary must run the call itself, with the stdin to
 // run it on (what Try already read, then the rest). When handled is true,
 // code is the exit status to exit with and the answer has been printed.
 func Try(c Call) (code int, handled bool, stdin io.Reader) {
-	stdin = c.Stdin
+	o := Forward(c)
+	if o.ReadStdin {
+		return o.Code, o.Handled, io.MultiReader(bytes.NewReader(o.Read), c.Stdin)
+	}
+	return o.Code, o.Handled, c.Stdin
+}
+
+// Forward is Try for callers that hand stdin on by other means (an exec).
+func Forward(c Call) Outcome {
+	var o Outcome
 	if os.Getenv(EnvNoForward) == "1" {
-		return 0, false, stdin
+		return o
 	}
 	verb, explicit, ok := VerbOf(c.Args)
 	if !ok {
-		return 0, false, stdin
+		return o
 	}
 	wd, err := os.Getwd()
 	if err != nil {
-		return 0, false, stdin
+		return o
 	}
 	cfg := Resolve(explicit, c.Binary, wd)
 	sock := SocketPath(cfg, wd)
 	conn, err := net.DialUnix("unix", nil, &net.UnixAddr{Name: sock, Net: "unix"})
 	if err != nil {
-		return 0, false, stdin // no daemon, a stale socket, or not ours to use
+		return o // no daemon, a stale socket, or not ours to use
 	}
 	defer conn.Close()
-	var in []byte
 	if !NoInput[verb] {
-		in, err = io.ReadAll(io.LimitReader(c.Stdin, MaxRequest+1))
-		stdin = io.MultiReader(bytes.NewReader(in), c.Stdin)
-		if err != nil {
-			return 0, false, stdin
+		o.ReadStdin = true
+		if o.Read, err = io.ReadAll(io.LimitReader(c.Stdin, MaxRequest+1)); err != nil {
+			return o
 		}
 	}
 	req := Request{Binary: c.Binary, Args: c.Args, Config: cfg, Dir: wd, Verb: verb, Write: Verbs[verb]}
 	w := bufio.NewWriterSize(conn, 64<<10)
-	if WriteJSON(w, req) != nil || WriteFrame(w, in) != nil || w.Flush() != nil || conn.CloseWrite() != nil {
+	if WriteJSON(w, req) != nil || WriteFrame(w, o.Read) != nil || w.Flush() != nil || conn.CloseWrite() != nil {
 		// The daemon runs nothing before it holds the whole request.
-		return 0, false, stdin
+		return o
 	}
 	r := bufio.NewReaderSize(conn, 64<<10)
 	status, err := r.ReadByte()
 	if err != nil || status != Accepted {
-		return 0, false, stdin // died before taking it, declined, or refused us
+		return o // died before taking it, declined, or refused us
 	}
 	var ans Answer
 	out, errOut, err := readAnswer(r, &ans)
 	if err != nil {
 		if !req.Write {
-			return 0, false, stdin // a read runs again safely
+			return o // a read runs again safely
 		}
 		fmt.Fprintf(c.Stderr, "%s: %s%s: unavailable: outcome unknown: the serve daemon at %s took the call and closed the connection before answering (%s); read the node before retrying\n",
-			c.Binary, verb, nodeOf(in), sock, oneLine(err))
-		return PluginExitCode, true, stdin
+			c.Binary, verb, nodeOf(o.Read), sock, oneLine(err))
+		o.Handled, o.Code = true, PluginExitCode
+		return o
 	}
 	_, _ = c.Stdout.Write(out)
 	_, _ = c.Stderr.Write(errOut)
-	return ans.Code, true, stdin
+	o.Handled, o.Code = true, ans.Code
+	return o
 }
 
 func readAnswer(r io.Reader, ans *Answer) (stdout, stderr []byte, err error) {

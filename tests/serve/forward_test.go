@@ -219,3 +219,56 @@ func TestTheForwarderKnowsEveryVerb(t *testing.T) {
 		require.True(t, ok, "verb %q is not forwarded", v)
 	}
 }
+
+// TestTheThinFrontAnswersLikeTheFullBinary runs the scenario through the
+// small forwarding front (cmd/forwarder) three ways — forwarded to a
+// daemon, declined by a daemon (its config changed since it started, so
+// the front hands the stdin it already read to the full binary it execs),
+// and with no daemon at all — and compares each call with the full binary
+// run locally.
+func TestTheThinFrontAnswersLikeTheFullBinary(t *testing.T) {
+	front := thinFront(t)
+	testenv.Backends(t, func(t *testing.T, plain *testenv.Env) {
+		fresh := func() *testenv.Env {
+			if plain.Kind == "etcd" {
+				return testenv.NewEtcd(t)
+			}
+			return testenv.NewEmbedded(t)
+		}
+		if d := plain.Daemon(); d != nil {
+			d.Stop(t)
+		}
+		served, declined, alone := fresh(), fresh(), fresh()
+		for _, env := range []*testenv.Env{served, declined, alone} {
+			if d := env.Daemon(); d != nil {
+				d.Stop(t)
+			}
+		}
+		addr := testenv.FreeAddr(t)
+		withServe(t, served, "http: "+addr)
+		d := served.Serve(t, addr)
+		d.WaitHTTP(t)
+		declinedAddr := testenv.FreeAddr(t)
+		withServe(t, declined, "http: "+declinedAddr)
+		dd := declined.Serve(t, declinedAddr)
+		dd.WaitHTTP(t)
+		later := time.Now().Add(time.Minute)
+		require.NoError(t, os.Chtimes(declined.Dir+"/storage.yaml", later, later))
+		require.NoError(t, os.Chtimes(declined.Dir+"/compute.yaml", later, later))
+
+		for i, s := range scenario {
+			want := local(t, plain, s.bin, []byte(s.stdin), s.verb)
+			for _, env := range []*testenv.Env{served, declined, alone} {
+				got := execPath(t, env, front+"/"+s.bin, []byte(s.stdin), s.verb)
+				wantErr := strings.ReplaceAll(want.Stderr, plain.Dir, env.Dir)
+				wantErr = strings.ReplaceAll(wantErr, plain.Prefix, env.Prefix)
+				require.Equal(t, want.Code, got.Code, "step %d %s %s: local %s, front %s", i, s.bin, s.verb, describe(want), describe(got))
+				require.Equal(t, want.Stdout, got.Stdout, "step %d %s %s", i, s.bin, s.verb)
+				require.Equal(t, wantErr, got.Stderr, "step %d %s %s", i, s.bin, s.verb)
+			}
+		}
+		require.Equal(t, len(scenario), d.Forwarded(t))
+		require.Equal(t, 0, dd.Forwarded(t), "the declining daemon ran nothing")
+		require.Equal(t, float64(len(scenario)), sumMetric(t, dd, `eru_serve_requests_total{result="declined"`), "it declined every call")
+	})
+}

@@ -1,0 +1,94 @@
+package serve_test
+
+import (
+	"bytes"
+	"flag"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"slices"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+
+	"github.com/eru-extend/resources/tests/testenv"
+)
+
+var measure = flag.Int("measure", 0, "runs of each call in TestMeasureForwardedCalls (0 skips it)")
+
+// TestMeasureForwardedCalls prints, side by side in one run, the wall time
+// of a forwarded single-node call, the same call run cold (no daemon) and
+// the exec of a Go hello-world built by the same toolchain, on etcd:
+//
+//	go test ./tests/serve -run TestMeasure -measure 200 -v
+//
+// It asserts nothing about time (the machine may be loaded); it reports.
+func TestMeasureForwardedCalls(t *testing.T) {
+	if *measure == 0 {
+		t.Skip("run with -measure N")
+	}
+	env := testenv.NewEtcd(t)
+	if d := env.Daemon(); d != nil {
+		d.Stop(t)
+	}
+	env.Call(t, "storage", "add-node", obj{"nodename": "n1", "resource": obj{"volumes": []string{"/data0:1T"}, "storage": "2T"}}, nil)
+	hello := buildHello(t)
+	addr := testenv.FreeAddr(t)
+	withServe(t, env, "http: "+addr)
+	d := env.Serve(t, addr)
+	d.WaitHTTP(t)
+
+	stdin := []byte(`{"nodename":"n1","workloads_resource":[]}`)
+	bin := testenv.Bin(t, "storage")
+	run := func(path string, noForward bool, args ...string) time.Duration {
+		c := exec.Command(path, args...)
+		c.Dir = env.Dir
+		c.Env = append(os.Environ(), "ERU_RESOURCE_CONFIG_PATH=")
+		if noForward {
+			c.Env = append(c.Env, "ERU_RESOURCE_NO_FORWARD=1")
+		}
+		c.Stdin = bytes.NewReader(stdin)
+		var out bytes.Buffer
+		c.Stdout, c.Stderr = &out, &out
+		start := time.Now()
+		require.NoError(t, c.Run(), out.String())
+		return time.Since(start)
+	}
+	var helloT, fwdT, coldT []time.Duration
+	for range 10 { // warm the page cache
+		run(hello, false)
+		run(bin, false, "get-node-resource-info")
+		run(bin, true, "get-node-resource-info")
+	}
+	before := d.Forwarded(t)
+	for range *measure {
+		helloT = append(helloT, run(hello, false))
+		fwdT = append(fwdT, run(bin, false, "get-node-resource-info"))
+		coldT = append(coldT, run(bin, true, "get-node-resource-info"))
+	}
+	require.Equal(t, before+*measure, d.Forwarded(t), "the forwarded runs went through the daemon")
+	h, f, c := median(helloT), median(fwdT), median(coldT)
+	t.Logf("median of %d runs: hello-world exec %s, forwarded get-node-resource-info %s, cold %s", *measure, h, f, c)
+	t.Logf("forwarded / hello-world = %.2f (goal <= 1.5), forwarded / cold = %.2f (goal <= 0.3)", float64(f)/float64(h), float64(f)/float64(c))
+}
+
+func median(ds []time.Duration) time.Duration {
+	s := slices.Clone(ds)
+	slices.Sort(s)
+	return s[len(s)/2]
+}
+
+// buildHello builds a Go hello-world with the same toolchain.
+func buildHello(t *testing.T) string {
+	dir := t.TempDir()
+	src := "package main\n\nimport \"os\"\n\nfunc main() { os.Stdout.WriteString(\"hello\\n\") }\n"
+	require.NoError(t, os.WriteFile(filepath.Join(dir, "main.go"), []byte(src), 0o644))
+	require.NoError(t, os.WriteFile(filepath.Join(dir, "go.mod"), []byte("module hello\n\ngo 1.26\n"), 0o644))
+	c := exec.Command("go", "build", "-o", "hello", ".")
+	c.Dir = dir
+	out, err := c.CombinedOutput()
+	require.NoError(t, err, "%s", out)
+	return filepath.Join(dir, "hello")
+}
+
