@@ -121,3 +121,5 @@ func sumMetric(t testing.TB, d *testenv.Daemon, prefix string) float64 {
 	}
 	return sum
 }
+
+func jsonUnmarshal(s string, v any) error { return json.Unmarshal([]byte(s), v) }
