@@ -2,6 +2,7 @@ package serve
 
 import (
 	"context"
+	"strconv"
 	"time"
 
 	"github.com/alexcesaro/statsd"
@@ -35,7 +36,11 @@ func (d *Daemon) pushStatsd(ctx context.Context) {
 			continue
 		}
 		for _, s := range snap.samples {
-			client.Gauge(s.Key, s.Value)
+			if v, err := strconv.ParseInt(s.Value, 10, 64); err == nil {
+				client.Gauge(s.Key, v)
+			} else if f, err := strconv.ParseFloat(s.Value, 64); err == nil {
+				client.Gauge(s.Key, f)
+			}
 		}
 		client.Flush()
 	}
