@@ -57,6 +57,10 @@ type Daemon struct {
 
 	metrics *metrics
 
+	samplesMu  sync.Mutex // one rendering of the nodes' samples at a time
+	samples    *nodeSnapshot
+	samplesRev int64
+
 	ln       *net.UnixListener
 	answered atomic.Int64 // calls run for a client
 	closing  atomic.Bool

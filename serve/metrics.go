@@ -72,6 +72,10 @@ func (c nodeCollector) Collect(ch chan<- prometheus.Metric) {
 		c.d.log.Warn("metrics: nodes not collected", "error", err.Error())
 		return
 	}
+	descs := make(map[string]*prometheus.Desc, len(snap.descs))
+	for name, d := range snap.descs {
+		descs[name] = prometheus.NewDesc(d.Name, d.Help, d.Labels, nil)
+	}
 	for _, s := range snap.samples {
 		desc, ok := snap.descs[s.Name]
 		if !ok || len(desc.Labels) != len(s.Labels) {
@@ -85,7 +89,7 @@ func (c nodeCollector) Collect(ch chan<- prometheus.Metric) {
 		if desc.Type == "counter" {
 			kind = prometheus.CounterValue
 		}
-		m, err := prometheus.NewConstMetric(prometheus.NewDesc(desc.Name, desc.Help, desc.Labels, nil), kind, v, s.Labels...)
+		m, err := prometheus.NewConstMetric(descs[s.Name], kind, v, s.Labels...)
 		if err == nil {
 			ch <- m
 		}
@@ -115,7 +119,15 @@ type nodeStatus struct {
 // embedded store is read as an exec'd binary would).
 func (d *Daemon) nodeSamples(ctx context.Context) (*nodeSnapshot, error) {
 	var st store.Store
+	var rev int64
 	if d.cache != nil {
+		// An unchanged cache renders the same samples: reuse them.
+		rev = d.cache.Stats().Applied
+		d.samplesMu.Lock()
+		defer d.samplesMu.Unlock()
+		if d.samples != nil && d.samplesRev == rev && d.cache.Ready() {
+			return d.samples, nil
+		}
 		st = d.cache.Stale()
 	}
 	opts := d.options(d.cfg, st)
@@ -155,6 +167,9 @@ func (d *Daemon) nodeSamples(ctx context.Context) (*nodeSnapshot, error) {
 	}
 	if code == 0 && json.Unmarshal(stdout, &list) == nil {
 		out.statuses = list.Nodes
+	}
+	if d.cache != nil {
+		d.samples, d.samplesRev = out, rev
 	}
 	return out, nil
 }
