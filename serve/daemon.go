@@ -11,8 +11,10 @@ import (
 	"bufio"
 	"bytes"
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
+	"hash/fnv"
 	"log/slog"
 	"net"
 	"os"
@@ -56,6 +58,12 @@ type Daemon struct {
 	cache *cache.Cache
 
 	metrics *metrics
+
+	// nodeLocks serialise the daemon's own writes to one node: they would
+	// only conflict in etcd and retry (every write of a node compares its
+	// registration). Correctness does not rest on them; the
+	// compare-and-swap still guards against every other writer.
+	nodeLocks [256]sync.Mutex
 
 	samplesMu  sync.Mutex // one rendering of the nodes' samples at a time
 	samples    *nodeSnapshot
@@ -135,13 +143,20 @@ func (d *Daemon) Answered() int64 { return d.answered.Load() }
 // Cache is the daemon's watch cache, nil on the embedded store.
 func (d *Daemon) Cache() *cache.Cache { return d.cache }
 
-// options are how the command tree runs in the daemon for cfg: on the
-// cache when there is one (shared, so Close is a no-op), else opening the
-// embedded store per call with its file lock, as an exec'd binary does.
+// options are how the command tree runs in the daemon for cfg: reads on
+// st (the cache, shared, so Close is a no-op), writes on the etcd store
+// itself — a write's compare-and-swap is checked by etcd, so it gains
+// nothing from waiting for the watch — and, with no st, the embedded store
+// opened per call with its file lock, as an exec'd binary does.
 func (d *Daemon) options(cfg *config.Config, st store.Store) cmd.Options {
 	opts := cmd.Options{Config: cfg}
 	if st != nil {
-		opts.OpenStore = func(context.Context, *config.Config, config.Mode) (store.Store, error) { return noClose{st}, nil }
+		opts.OpenStore = func(_ context.Context, _ *config.Config, mode config.Mode) (store.Store, error) {
+			if (mode == config.Write || mode == config.WriteExisting) && d.etcd != nil && st == store.Store(d.cache) {
+				return noClose{d.etcd}, nil
+			}
+			return noClose{st}, nil
+		}
 	}
 	return opts
 }
@@ -279,7 +294,9 @@ func (d *Daemon) handle(conn *net.UnixConn) {
 			release()
 			return
 		}
+		unlock := d.lockNode(req, stdin)
 		code, out, eb = d.run(opts, req.Binary, req.Args, stdin)
+		unlock()
 		d.answered.Add(1)
 		release()
 		if code != 0 {
@@ -292,6 +309,25 @@ func (d *Daemon) handle(conn *net.UnixConn) {
 	if forward.WriteJSON(w, forward.Answer{Code: code}) != nil || forward.WriteFrame(w, out) != nil || forward.WriteFrame(w, eb) != nil || w.Flush() != nil {
 		d.log.Warn("answer lost: the client went away", "verb", req.Verb)
 	}
+}
+
+// lockNode takes the lock of the node a write names, and returns its
+// release.
+func (d *Daemon) lockNode(req forward.Request, stdin []byte) func() {
+	if !req.Write {
+		return func() {}
+	}
+	var named struct {
+		Nodename string `json:"nodename"`
+	}
+	if json.Unmarshal(stdin, &named) != nil || named.Nodename == "" {
+		return func() {}
+	}
+	h := fnv.New32a()
+	_, _ = h.Write([]byte(named.Nodename))
+	mu := &d.nodeLocks[h.Sum32()%uint32(len(d.nodeLocks))]
+	mu.Lock()
+	return mu.Unlock
 }
 
 // accept decides whether the daemon runs req, and how.
