@@ -192,7 +192,10 @@ func (n noClose) TxnOrRead(ctx context.Context, conds []store.Cond, ops []store.
 // and removed; one a live daemon answers on is an error.
 func (d *Daemon) Listen() error {
 	path := d.serve.Socket
-	if _, err := os.Lstat(path); err == nil {
+	if fi, err := os.Lstat(path); err == nil {
+		if fi.Mode()&os.ModeSocket == 0 {
+			return fmt.Errorf("socket %s: a file that is not a socket is in the way", path)
+		}
 		if c, err := net.DialTimeout("unix", path, time.Second); err == nil {
 			_ = c.Close()
 			return fmt.Errorf("socket %s: another daemon is answering on it", path)
@@ -305,6 +308,7 @@ func (d *Daemon) handle(conn *net.UnixConn) {
 	}
 	d.metrics.requests.WithLabelValues(req.Verb, result).Inc()
 	d.metrics.latency.WithLabelValues(req.Verb).Observe(time.Since(start).Seconds())
+	_ = conn.SetWriteDeadline(time.Now().Add(30 * time.Second))
 	w := bufio.NewWriterSize(conn, 64<<10)
 	if forward.WriteJSON(w, forward.Answer{Code: code}) != nil || forward.WriteFrame(w, out) != nil || forward.WriteFrame(w, eb) != nil || w.Flush() != nil {
 		d.log.Warn("answer lost: the client went away", "verb", req.Verb)
