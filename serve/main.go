@@ -2,6 +2,7 @@ package serve
 
 import (
 	"context"
+	"errors"
 	"flag"
 	"fmt"
 	"io"
@@ -25,7 +26,10 @@ func Main(name string, args []string, stderr io.Writer) int {
 		fmt.Fprintf(stderr, "%s: serve: %s: %s\n", name, types.ClassOf(err), strings.Join(strings.Fields(err.Error()), " "))
 		return types.ClassOf(err).ExitCode()
 	}
-	if err := fs.Parse(args); err != nil {
+	if err := fs.Parse(args); errors.Is(err, flag.ErrHelp) {
+		fmt.Fprintf(stderr, "usage: %s serve [--config FILE]\n\nRuns the daemon that answers the plugin verbs the binaries forward over a unix socket,\nand /metrics, /healthz, /readyz and the operator API over HTTP (see docs/serve.md).\n", name)
+		return 0
+	} else if err != nil {
 		return fail(types.Invalid("%s", err.Error()))
 	}
 	if fs.NArg() > 0 {

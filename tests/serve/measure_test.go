@@ -79,6 +79,9 @@ func TestMeasureForwardedCalls(t *testing.T) {
 	h, f, c, th, tc := median(helloT), median(fwdT), median(coldT), median(thinT), median(thinColdT)
 	t.Logf("median of %d runs of get-node-resource-info on etcd: hello-world exec %s; full binary forwarded %s, cold %s; front (cmd/forwarder) forwarded %s, cold through the front %s",
 		*measure, h, f, c, th, tc)
+	sum := sumMetric(t, d, `eru_serve_request_duration_seconds_sum{verb="get-node-resource-info"}`)
+	count := sumMetric(t, d, `eru_serve_request_duration_seconds_count{verb="get-node-resource-info"}`)
+	t.Logf("inside the daemon: %s per call on average (the linearizable read included)", time.Duration(sum/count*float64(time.Second)).Round(time.Microsecond))
 	t.Logf("full binary forwarded: %.2fx hello-world, %.2fx cold", float64(f)/float64(h), float64(f)/float64(c))
 	t.Logf("front forwarded: %.2fx hello-world (goal <= 1.5), %.2fx cold (goal <= 0.3)", float64(th)/float64(h), float64(th)/float64(c))
 }
