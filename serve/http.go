@@ -14,8 +14,6 @@ import (
 	"strings"
 	"time"
 
-	"github.com/prometheus/client_golang/prometheus/promhttp"
-
 	"github.com/eru-extend/resources/types"
 )
 
@@ -27,8 +25,7 @@ var nodeActions = []string{"drain", "cancel-drain", "isolate", "retire", "revoke
 // ("" makes the API read-only).
 func (d *Daemon) Handler(token string) http.Handler {
 	mux := http.NewServeMux()
-	prom := promhttp.HandlerFor(d.metrics.reg, promhttp.HandlerOpts{})
-	mux.Handle("GET /metrics", d.admitted("/metrics", prom))
+	mux.Handle("GET /metrics", d.admitted("/metrics", d.metricsHandler()))
 	mux.HandleFunc("GET /healthz", func(w http.ResponseWriter, _ *http.Request) { _, _ = io.WriteString(w, "ok\n") })
 	mux.HandleFunc("GET /readyz", d.readyz)
 	op := func(route string, write bool, args func(r *http.Request, body map[string]any) ([]string, error)) http.Handler {

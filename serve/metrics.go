@@ -1,12 +1,19 @@
 package serve
 
 import (
+	"bufio"
 	"context"
 	"encoding/json"
+	"fmt"
+	"io"
+	"net/http"
 	"slices"
 	"strconv"
+	"strings"
 
 	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/common/expfmt"
+	"github.com/prometheus/common/model"
 
 	"github.com/eru-extend/resources/cmd/config"
 	"github.com/eru-extend/resources/nodes"
@@ -33,7 +40,7 @@ func newMetrics(d *Daemon) *metrics {
 			Buckets: prometheus.ExponentialBuckets(0.0002, 2, 16),
 		}, []string{"verb"}),
 	}
-	m.reg.MustRegister(m.requests, m.latency, nodeCollector{d})
+	m.reg.MustRegister(m.requests, m.latency)
 	if c := d.cache; c != nil {
 		m.reg.MustRegister(
 			prometheus.NewGaugeFunc(prometheus.GaugeOpts{Name: "eru_serve_cache_revision_lag", Help: "Revisions the cache was behind etcd at the last read."},
@@ -60,46 +67,106 @@ func b2f(b bool) float64 {
 	return 0
 }
 
-// nodeCollector renders every node's plugin gauges and status on each
-// scrape, from the cache as it is (no store read).
-type nodeCollector struct{ d *Daemon }
-
-func (nodeCollector) Describe(chan<- *prometheus.Desc) {} // unchecked: the plugins declare their metrics
-
-func (c nodeCollector) Collect(ch chan<- prometheus.Metric) {
-	snap, err := c.d.nodeSamples(context.Background())
-	if err != nil {
-		c.d.log.Warn("metrics: nodes not collected", "error", err.Error())
-		return
+// writeNodeMetrics writes every node's plugin gauges and its status in
+// Prometheus' text format. They are written directly rather than through
+// the registry: a scrape of 10,000 nodes is well over 100,000 series, and
+// building, sorting and checking a metric object for each costs far more
+// than the text.
+func writeNodeMetrics(w io.Writer, snap *nodeSnapshot) error {
+	bw := bufio.NewWriterSize(w, 256<<10)
+	byName := map[string][]int{}
+	for i, s := range snap.samples {
+		byName[s.Name] = append(byName[s.Name], i)
 	}
-	descs := make(map[string]*prometheus.Desc, len(snap.descs))
-	for name, d := range snap.descs {
-		descs[name] = prometheus.NewDesc(d.Name, d.Help, d.Labels, nil)
+	names := make([]string, 0, len(snap.descs))
+	for name := range snap.descs {
+		names = append(names, name)
 	}
-	for _, s := range snap.samples {
-		desc, ok := snap.descs[s.Name]
-		if !ok || len(desc.Labels) != len(s.Labels) {
+	slices.Sort(names)
+	for _, name := range names {
+		desc := snap.descs[name]
+		if len(byName[name]) == 0 || !model.IsValidLegacyMetricName(name) {
 			continue
 		}
-		v, err := strconv.ParseFloat(s.Value, 64)
-		if err != nil {
-			continue
-		}
-		kind := prometheus.GaugeValue
+		kind := "gauge"
 		if desc.Type == "counter" {
-			kind = prometheus.CounterValue
+			kind = "counter"
 		}
-		m, err := prometheus.NewConstMetric(descs[s.Name], kind, v, s.Labels...)
-		if err == nil {
-			ch <- m
+		fmt.Fprintf(bw, "# HELP %s %s\n# TYPE %s %s\n", name, escapeHelp(desc.Help), name, kind)
+		for _, i := range byName[name] {
+			s := snap.samples[i]
+			if len(s.Labels) != len(desc.Labels) {
+				continue
+			}
+			if _, err := strconv.ParseFloat(s.Value, 64); err != nil {
+				continue
+			}
+			writeSeries(bw, name, desc.Labels, s.Labels, s.Value)
 		}
 	}
-	status := prometheus.NewDesc("eru_node_status", "1 for the node's current status in the registry, 0 for the others.", []string{"nodename", "status"}, nil)
-	for _, n := range snap.statuses {
-		for _, st := range nodes.Statuses {
-			ch <- prometheus.MustNewConstMetric(status, prometheus.GaugeValue, b2f(string(st) == n.Status), n.NodeID, string(st))
+	if len(snap.statuses) > 0 {
+		bw.WriteString("# HELP eru_node_status 1 for the node's current status in the registry, 0 for the others.\n# TYPE eru_node_status gauge\n")
+		labels := []string{"nodename", "status"}
+		for _, n := range snap.statuses {
+			for _, st := range nodes.Statuses {
+				v := "0"
+				if string(st) == n.Status {
+					v = "1"
+				}
+				writeSeries(bw, "eru_node_status", labels, []string{n.NodeID, string(st)}, v)
+			}
 		}
 	}
+	return bw.Flush()
+}
+
+func writeSeries(w *bufio.Writer, name string, labels, values []string, value string) {
+	w.WriteString(name)
+	if len(labels) > 0 {
+		w.WriteByte('{')
+		for i, l := range labels {
+			if i > 0 {
+				w.WriteByte(',')
+			}
+			w.WriteString(l)
+			w.WriteString(`="`)
+			w.WriteString(labelEscaper.Replace(values[i]))
+			w.WriteByte('"')
+		}
+		w.WriteByte('}')
+	}
+	w.WriteByte(' ')
+	w.WriteString(value)
+	w.WriteByte('\n')
+}
+
+var (
+	labelEscaper = strings.NewReplacer(`\`, `\\`, `"`, `\"`, "\n", `\n`)
+	helpEscaper  = strings.NewReplacer(`\`, `\\`, "\n", `\n`)
+)
+
+func escapeHelp(s string) string { return helpEscaper.Replace(s) }
+
+// metricsHandler serves /metrics: the nodes' series, then the daemon's own
+// from its registry, in the text format.
+func (d *Daemon) metricsHandler() http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		w.Header().Set("Content-Type", string(expfmt.NewFormat(expfmt.TypeTextPlain)))
+		if snap, err := d.nodeSamples(r.Context()); err != nil {
+			d.log.Warn("metrics: nodes not collected", "error", err.Error())
+		} else if err := writeNodeMetrics(w, snap); err != nil {
+			return
+		}
+		families, err := d.metrics.reg.Gather()
+		if err != nil {
+			d.log.Warn("metrics: gathering the daemon's own", "error", err.Error())
+		}
+		for _, mf := range families {
+			if _, err := expfmt.MetricFamilyToText(w, mf); err != nil {
+				return
+			}
+		}
+	})
 }
 
 // nodeSnapshot is every node's samples and status at one moment.
