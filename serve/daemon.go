@@ -262,10 +262,11 @@ func (d *Daemon) handle(conn *net.UnixConn) {
 	_ = conn.SetReadDeadline(time.Now().Add(30 * time.Second))
 	r := bufio.NewReaderSize(conn, 64<<10)
 	var req forward.Request
-	if err := forward.ReadJSON(r, &req); err != nil {
+	head, err := forward.ReadFrameLimit(r, 1<<20)
+	if err != nil || json.Unmarshal(head, &req) != nil {
 		return
 	}
-	stdin, err := forward.ReadFrame(r)
+	stdin, err := forward.ReadFrameLimit(r, forward.MaxRequest+1)
 	if err != nil {
 		return // never run a call that did not arrive whole
 	}

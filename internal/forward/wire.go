@@ -64,14 +64,17 @@ func WriteFrame(w io.Writer, data []byte) error {
 }
 
 // ReadFrame reads one frame of at most MaxFrame bytes.
-func ReadFrame(r io.Reader) ([]byte, error) {
+func ReadFrame(r io.Reader) ([]byte, error) { return ReadFrameLimit(r, MaxFrame) }
+
+// ReadFrameLimit reads one frame of at most limit bytes.
+func ReadFrameLimit(r io.Reader, limit uint32) ([]byte, error) {
 	var n [4]byte
 	if _, err := io.ReadFull(r, n[:]); err != nil {
 		return nil, err
 	}
 	size := binary.BigEndian.Uint32(n[:])
-	if size > MaxFrame {
-		return nil, fmt.Errorf("frame of %d bytes exceeds the limit of %d", size, MaxFrame)
+	if size > limit {
+		return nil, fmt.Errorf("frame of %d bytes exceeds the limit of %d", size, limit)
 	}
 	buf := make([]byte, size)
 	if _, err := io.ReadFull(r, buf); err != nil {
