@@ -71,6 +71,10 @@ type Cache struct {
 
 	restarts, direct, cached, progressReqs, lastEtcdRev atomic.Int64
 
+	// streamCtx carries the metadata of the watch's stream (leader
+	// required), so that progress requests reach that stream.
+	streamCtx context.Context
+
 	cancel context.CancelFunc
 	done   chan struct{}
 }
@@ -90,6 +94,9 @@ func New(under Underlying, prefix string, wait time.Duration) *Cache {
 		changed: make(chan struct{}),
 		cancel:  cancel,
 		done:    make(chan struct{}),
+		// A watch on a member cut off from the leader fails instead of
+		// waiting silently.
+		streamCtx: clientv3.WithRequireLeader(context.Background()),
 	}
 	go c.run(ctx)
 	return c
@@ -182,7 +189,7 @@ func (c *Cache) advance(rev int64, reset bool) {
 
 // watch applies the watch from rev+1 until it breaks.
 func (c *Cache) watch(ctx context.Context, rev int64) {
-	wctx, cancel := context.WithCancel(ctx)
+	wctx, cancel := context.WithCancel(clientv3.WithRequireLeader(ctx))
 	defer cancel()
 	ch := c.client.Watch(wctx, c.prefix+"/", clientv3.WithPrefix(), clientv3.WithRev(rev+1), clientv3.WithProgressNotify())
 	for resp := range ch {
@@ -245,7 +252,7 @@ func (c *Cache) await(ctx context.Context, rev int64, asked time.Time) bool {
 		if c.lastProgress.Load() < asked.UnixNano() {
 			c.lastProgress.Store(time.Now().UnixNano())
 			c.progressReqs.Add(1)
-			_ = c.client.RequestProgress(context.Background())
+			_ = c.client.RequestProgress(c.streamCtx)
 		}
 		select {
 		case <-changed:
