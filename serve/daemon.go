@@ -279,7 +279,11 @@ func (d *Daemon) handle(conn *net.UnixConn) {
 		return
 	}
 	start := time.Now()
-	release, rej := d.admit(context.Background(), Request{Kind: "verb", Verb: req.Verb, Caller: fmt.Sprintf("uid:%d", uid), Stdin: stdin})
+	// A queued call waits at most a minute for its turn (flow control may
+	// bound it tighter); core's own call timeout is usually shorter.
+	actx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	release, rej := d.admit(actx, Request{Kind: "verb", Verb: req.Verb, Caller: fmt.Sprintf("uid:%d", uid), Stdin: stdin})
 	var (
 		code     int
 		out, eb  []byte
