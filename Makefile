@@ -4,10 +4,20 @@ GO       ?= go
 BIN      ?= bin
 FUZZTIME ?= 5s
 
-.PHONY: build demo test lint unit conformance fuzz-short fuzz bench clean
+.PHONY: build front demo test lint unit conformance fuzz-short fuzz bench clean
 
 build:
 	$(GO) build -trimpath -ldflags '-s -w' -o $(BIN)/ ./cmd/storage ./cmd/compute
+
+# The small front binaries of docs/serve.md: $(BIN)/front/storage and
+# compute forward each call to `storage serve` and exec the full binaries in
+# $(BIN)/front/libexec/ when no daemon answers. Install the folder's contents
+# as the plugin folder.
+front: build
+	mkdir -p $(BIN)/front/libexec
+	$(GO) build -trimpath -ldflags '-s -w' -o $(BIN)/front/storage ./cmd/forwarder
+	cp $(BIN)/front/storage $(BIN)/front/compute
+	cp $(BIN)/storage $(BIN)/compute $(BIN)/front/libexec/
 
 demo: build
 	$(GO) run ./tools/demo -bin $(BIN)

@@ -36,7 +36,22 @@ const GCPercent = 50
 // Main runs the binary named name (storage or compute) with args (without
 // the program name) and returns its exit status.
 func Main(name string, args []string, stdin io.Reader, stdout, stderr io.Writer) int {
-	r := &runner{name: name, stdin: stdin, stdout: stdout, stderr: stderr}
+	return MainWith(Options{}, name, args, stdin, stdout, stderr)
+}
+
+// Options let a long-running process (the serve daemon) run the command
+// tree on its own loaded configuration and store; the zero value is Main.
+type Options struct {
+	// Config, when set, is used instead of loading the config file.
+	Config *config.Config
+	// OpenStore, when set, replaces cfg.Open; the store it returns is
+	// closed after the command, so a shared one must ignore Close.
+	OpenStore func(ctx context.Context, cfg *config.Config, mode config.Mode) (store.Store, error)
+}
+
+// MainWith is Main with a process's own configuration and store.
+func MainWith(opts Options, name string, args []string, stdin io.Reader, stdout, stderr io.Writer) int {
+	r := &runner{name: name, stdin: stdin, stdout: stdout, stderr: stderr, opts: opts}
 	// --config may stand anywhere on the command line, also after a
 	// command's own flags and arguments.
 	path, args, err := config.FlagFromArgs(args)
@@ -63,6 +78,7 @@ type runner struct {
 	cfgPath        string
 	cfg            *config.Config
 	notFound       string
+	opts           Options
 }
 
 func (r *runner) app() *cli.App {
@@ -149,6 +165,9 @@ func quietUsage(c *cli.Command, parent string) {
 
 // config loads the configuration once.
 func (r *runner) config() (*config.Config, error) {
+	if r.cfg == nil && r.opts.Config != nil {
+		r.cfg = r.opts.Config
+	}
 	if r.cfg != nil {
 		return r.cfg, nil
 	}
@@ -160,18 +179,27 @@ func (r *runner) config() (*config.Config, error) {
 	return cfg, nil
 }
 
+// open opens the store, or asks the process's own opener.
+func (r *runner) open(ctx context.Context, cfg *config.Config, mode config.Mode) (store.Store, error) {
+	if r.opts.OpenStore != nil {
+		return r.opts.OpenStore(ctx, cfg, mode)
+	}
+	return cfg.Open(ctx, mode)
+}
+
 // opener opens the store once for a command and remembers it to close.
 type opener struct {
 	cfg   *config.Config
 	mode  func(write bool) config.Mode
 	store store.Store
+	with  func(context.Context, *config.Config, config.Mode) (store.Store, error)
 }
 
 func (o *opener) open(ctx context.Context, write bool) (store.Store, error) {
 	if o.store != nil {
 		return o.store, nil
 	}
-	s, err := o.cfg.Open(ctx, o.mode(write))
+	s, err := o.with(ctx, o.cfg, o.mode(write))
 	if err != nil {
 		return nil, err
 	}

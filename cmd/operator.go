@@ -99,7 +99,7 @@ func Run[T any](r *runner, sp spec, body func(op *operation) (nodes.Answer[T], e
 		}
 		ctx, cancel := withTimeout(cfg)
 		defer cancel()
-		s, err := cfg.Open(ctx, sp.mode)
+		s, err := r.open(ctx, cfg, sp.mode)
 		if err != nil {
 			return fail(err)
 		}

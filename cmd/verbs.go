@@ -61,7 +61,7 @@ func (r *runner) runVerb(v engine.Verb) cli.ActionFunc {
 		// its answer more.
 		log, closeLog, _ := cfg.Logger(r.name, false)
 		defer closeLog()
-		o := &opener{cfg: cfg, mode: func(write bool) config.Mode {
+		o := &opener{cfg: cfg, with: r.open, mode: func(write bool) config.Mode {
 			switch {
 			case write && createsRecords(verb): // only a verb that creates nodes creates the store
 				return config.Write

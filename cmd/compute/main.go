@@ -1,6 +1,7 @@
 // Command compute is the eru resource plugin for the "compute" resource. eru core
 // runs it once per call as `compute <verb>` with a JSON request on stdin;
-// operators run its `nodes` and `overcommit` command groups.
+// operators run its `nodes` and `overcommit` command groups, and `compute
+// serve` runs the daemon that answers forwarded calls.
 package main
 
 import (
@@ -8,9 +9,21 @@ import (
 	"runtime/debug"
 
 	"github.com/eru-extend/resources/cmd"
+	"github.com/eru-extend/resources/internal/forward"
+	"github.com/eru-extend/resources/serve"
 )
 
 func main() {
+	if len(os.Args) > 1 && os.Args[1] == "serve" {
+		os.Exit(serve.Main("compute", os.Args[2:], os.Stderr))
+	}
+	code, done, stdin := forward.Try(forward.Call{Binary: "compute", Args: os.Args[1:], Stdin: os.Stdin, Stdout: os.Stdout, Stderr: os.Stderr})
+	if done {
+		os.Exit(code)
+	}
+	// A call run here is one short process: a lower GC target trades a
+	// little CPU for a smaller peak on many-node reads. The daemon keeps
+	// Go's default.
 	debug.SetGCPercent(cmd.GCPercent)
-	os.Exit(cmd.Main("compute", os.Args[1:], os.Stdin, os.Stdout, os.Stderr))
+	os.Exit(cmd.Main("compute", os.Args[1:], stdin, os.Stdout, os.Stderr))
 }

@@ -48,7 +48,9 @@ type Store struct {
 	endpoint string // for error messages
 	dial     time.Duration
 	tls      *tls.Config
-	guard    clientv3.LeaseID // see guardOp
+
+	guardMu sync.Mutex
+	guards  map[time.Time]clientv3.LeaseID // see guardOp
 }
 
 var quietGRPC sync.Once
@@ -257,7 +259,13 @@ func (s *Store) guardOp(ctx context.Context) (clientv3.Op, bool, error) {
 	if !ok {
 		return clientv3.Op{}, false, nil
 	}
-	if s.guard == 0 {
+	// One lease per deadline, that is per call: the store lives as long as
+	// a serve daemon, far past any one call's deadline, and serves calls
+	// concurrently.
+	s.guardMu.Lock()
+	id, ok := s.guards[deadline]
+	s.guardMu.Unlock()
+	if !ok {
 		ttl := max(1, int64(time.Until(deadline)/time.Second))
 		cctx, cancel := s.bound(ctx)
 		lease, err := s.client.Grant(cctx, ttl)
@@ -265,9 +273,21 @@ func (s *Store) guardOp(ctx context.Context) (clientv3.Op, bool, error) {
 		if err != nil {
 			return clientv3.Op{}, false, s.fail(err, false)
 		}
-		s.guard = lease.ID
+		id = lease.ID
+		s.guardMu.Lock()
+		now := time.Now()
+		for d := range s.guards {
+			if d.Before(now) {
+				delete(s.guards, d)
+			}
+		}
+		if s.guards == nil {
+			s.guards = map[time.Time]clientv3.LeaseID{}
+		}
+		s.guards[deadline] = id
+		s.guardMu.Unlock()
 	}
-	return clientv3.OpPut(fmt.Sprintf("%s/guards/%x", s.prefix, int64(s.guard)), "", clientv3.WithLease(s.guard)), true, nil
+	return clientv3.OpPut(fmt.Sprintf("%s/guards/%x", s.prefix, int64(id)), "", clientv3.WithLease(id)), true, nil
 }
 
 // classify turns a client error into an unavailable error naming the

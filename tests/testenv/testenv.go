@@ -81,6 +81,7 @@ type Env struct {
 	Etcd   *Etcd  // nil for the embedded store
 	DB     string // the embedded store's file
 	extra  string
+	daemon *Daemon
 }
 
 var prefixes atomic.Int64
@@ -99,6 +100,7 @@ func NewEtcd(t testing.TB, opts ...Option) *Env {
 		o(e)
 	}
 	e.writeConfig(t)
+	e.serveIfAsked(t)
 	return e
 }
 
@@ -111,6 +113,7 @@ func NewEmbedded(t testing.TB, opts ...Option) *Env {
 		o(e)
 	}
 	e.writeConfig(t)
+	e.serveIfAsked(t)
 	return e
 }
 

@@ -232,6 +232,7 @@ func run(binDir string, keep bool) error {
 			_, err := d.op("storage", "nodes", "list", "-o", "table")
 			return err
 		},
+		d.serveStep,
 	}
 	for _, step := range steps {
 		if err := step(); err != nil {

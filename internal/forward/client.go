@@ -1,0 +1,282 @@
+package forward
+
+import (
+	"bufio"
+	"bytes"
+	"encoding/json"
+	"fmt"
+	"io"
+	"net"
+	"os"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"unicode"
+	"unicode/utf8"
+)
+
+// EnvPath names the environment variable that points at a config file (the
+// same one the command tree reads).
+const EnvPath = "ERU_RESOURCE_CONFIG_PATH"
+
+// EnvNoForward, set to 1, makes a binary run every call itself.
+const EnvNoForward = "ERU_RESOURCE_NO_FORWARD"
+
+// MaxRequest is the largest stdin a verb reads; one byte more is sent so
+// the verb itself reports the limit.
+const MaxRequest = 16 << 20
+
+// DefaultSocket is the socket's file name beside the config file.
+const DefaultSocket = "eru-resources.sock"
+
+// PluginExitCode is what a failed plugin verb exits with.
+const PluginExitCode = 128
+
+// Call is one invocation of a plugin binary as the client sees it.
+type Call struct {
+	Binary string
+	Args   []string
+	Stdin  io.Reader
+	Stdout io.Writer
+	Stderr io.Writer
+}
+
+// Outcome is what Forward did with a call.
+type Outcome struct {
+	// Handled: the daemon answered (or the call's outcome is unknown) and
+	// the answer has been printed; exit with Code.
+	Handled bool
+	Code    int
+	// Read is what was taken from stdin when ReadStdin is true: a call run
+	// locally must be given these bytes first.
+	Read      []byte
+	ReadStdin bool
+}
+
+// Try hands the call to a serve daemon when one answers for it. It returns
+// handled false when the binary must run the call itself, with the stdin to
+// run it on (what Try already read, then the rest). When handled is true,
+// code is the exit status to exit with and the answer has been printed.
+func Try(c Call) (code int, handled bool, stdin io.Reader) {
+	o := Forward(c)
+	if o.ReadStdin {
+		return o.Code, o.Handled, io.MultiReader(bytes.NewReader(o.Read), c.Stdin)
+	}
+	return o.Code, o.Handled, c.Stdin
+}
+
+// Forward is Try for callers that hand stdin on by other means (an exec).
+func Forward(c Call) Outcome {
+	var o Outcome
+	if os.Getenv(EnvNoForward) == "1" {
+		return o
+	}
+	verb, explicit, ok := VerbOf(c.Args)
+	if !ok {
+		return o
+	}
+	wd, err := os.Getwd()
+	if err != nil {
+		return o
+	}
+	cfg := Resolve(explicit, c.Binary, wd)
+	sock := SocketPath(cfg, wd)
+	conn, err := net.DialUnix("unix", nil, &net.UnixAddr{Name: sock, Net: "unix"})
+	if err != nil {
+		return o // no daemon, a stale socket, or not ours to use
+	}
+	defer conn.Close()
+	if !NoInput[verb] {
+		o.ReadStdin = true
+		if o.Read, err = io.ReadAll(io.LimitReader(c.Stdin, MaxRequest+1)); err != nil {
+			return o
+		}
+	}
+	req := Request{Binary: c.Binary, Args: c.Args, Config: cfg, Dir: wd, Verb: verb, Write: Verbs[verb]}
+	w := bufio.NewWriterSize(conn, 64<<10)
+	if WriteJSON(w, req) != nil || WriteFrame(w, o.Read) != nil || w.Flush() != nil || conn.CloseWrite() != nil {
+		// The daemon runs nothing before it holds the whole request.
+		return o
+	}
+	r := bufio.NewReaderSize(conn, 64<<10)
+	status, err := r.ReadByte()
+	if err != nil || status != Accepted {
+		return o // died before taking it, declined, or refused us
+	}
+	var ans Answer
+	out, errOut, err := readAnswer(r, &ans)
+	if err != nil {
+		if !req.Write {
+			return o // a read runs again safely
+		}
+		fmt.Fprintf(c.Stderr, "%s: %s%s: unavailable: outcome unknown: the serve daemon at %s took the call and closed the connection before answering (%s); read the node before retrying\n",
+			c.Binary, verb, nodeOf(o.Read), sock, oneLine(err))
+		o.Handled, o.Code = true, PluginExitCode
+		return o
+	}
+	_, _ = c.Stdout.Write(out)
+	_, _ = c.Stderr.Write(errOut)
+	o.Handled, o.Code = true, ans.Code
+	return o
+}
+
+func readAnswer(r io.Reader, ans *Answer) (stdout, stderr []byte, err error) {
+	if err = ReadJSON(r, ans); err != nil {
+		return nil, nil, err
+	}
+	if stdout, err = ReadFrame(r); err != nil {
+		return nil, nil, err
+	}
+	if stderr, err = ReadFrame(r); err != nil {
+		return nil, nil, err
+	}
+	return stdout, stderr, nil
+}
+
+// VerbOf finds the plugin verb of a command line: exactly one argument
+// besides an optional --config FILE, and that argument a verb. explicit is
+// the --config value. Anything else (flags, extra arguments, operator
+// commands) is not forwarded, so the binary reports it itself.
+func VerbOf(args []string) (verb, explicit string, ok bool) {
+	for i := 0; i < len(args); i++ {
+		a := args[i]
+		switch {
+		case a == "--config" || a == "-config":
+			if i+1 >= len(args) {
+				return "", "", false
+			}
+			explicit = args[i+1]
+			i++
+		case strings.HasPrefix(a, "--config=") || strings.HasPrefix(a, "-config="):
+			explicit = a[strings.IndexByte(a, '=')+1:]
+		case verb == "" && !strings.HasPrefix(a, "-"):
+			verb = a
+		default:
+			return "", "", false
+		}
+	}
+	_, ok = Verbs[verb]
+	return verb, explicit, ok
+}
+
+// Resolve finds the config file the way the command tree does: the explicit
+// path, else $ERU_RESOURCE_CONFIG_PATH, else <binary>.yaml in the working
+// directory when it exists; "" when there is none. The path is absolute.
+func Resolve(explicit, binary, wd string) string {
+	file := explicit
+	if file == "" {
+		file = os.Getenv(EnvPath)
+	}
+	if file == "" {
+		candidate := filepath.Join(wd, binary+".yaml")
+		if _, err := os.Stat(candidate); err != nil {
+			return ""
+		}
+		file = candidate
+	}
+	if !filepath.IsAbs(file) {
+		file = filepath.Join(wd, file)
+	}
+	return filepath.Clean(file)
+}
+
+// SocketPath is serve.socket of the config file (relative to its folder),
+// else eru-resources.sock beside it (in wd when there is no file).
+func SocketPath(configFile, wd string) string {
+	dir := wd
+	if configFile != "" {
+		dir = filepath.Dir(configFile)
+		if data, err := os.ReadFile(configFile); err == nil {
+			if s := serveSocket(data); s != "" {
+				if filepath.IsAbs(s) {
+					return s
+				}
+				return filepath.Join(dir, s)
+			}
+		}
+	}
+	return filepath.Join(dir, DefaultSocket)
+}
+
+// serveSocket reads serve.socket from a YAML document written in block
+// style (the daemon decodes the same key with a YAML library; a flow-style
+// serve section is not seen here, and the binary then looks for the
+// default socket).
+func serveSocket(doc []byte) string {
+	inServe := false
+	indent := -1
+	for _, line := range strings.Split(string(doc), "\n") {
+		trimmed := strings.TrimLeft(line, " ")
+		if trimmed == "" || strings.HasPrefix(trimmed, "#") {
+			continue
+		}
+		depth := len(line) - len(trimmed)
+		if depth == 0 {
+			inServe = strings.HasPrefix(trimmed, "serve:")
+			indent = -1
+			continue
+		}
+		if !inServe {
+			continue
+		}
+		if indent < 0 {
+			indent = depth
+		}
+		if depth != indent || !strings.HasPrefix(trimmed, "socket:") {
+			continue
+		}
+		return scalar(strings.TrimSpace(strings.TrimPrefix(trimmed, "socket:")))
+	}
+	return ""
+}
+
+// scalar is a YAML scalar value: quoted, or plain up to a comment.
+func scalar(v string) string {
+	if strings.HasPrefix(v, `"`) {
+		if s, err := strconv.QuotedPrefix(v); err == nil {
+			if u, err := strconv.Unquote(s); err == nil {
+				return u
+			}
+		}
+		return ""
+	}
+	if strings.HasPrefix(v, "'") {
+		if end := strings.Index(v[1:], "'"); end >= 0 {
+			return v[1 : 1+end]
+		}
+		return ""
+	}
+	if i := strings.Index(v, " #"); i >= 0 {
+		v = v[:i]
+	}
+	return strings.TrimSpace(v)
+}
+
+// nodeOf is ": node NAME" for a request naming a node, as the command tree
+// prints it.
+func nodeOf(stdin []byte) string {
+	var req struct {
+		Nodename string `json:"nodename"`
+	}
+	if json.Unmarshal(stdin, &req) != nil || req.Nodename == "" {
+		return ""
+	}
+	if plainName(req.Nodename) {
+		return ": node " + req.Nodename
+	}
+	return ": node " + strconv.Quote(req.Nodename)
+}
+
+func plainName(n string) bool {
+	if len(n) > 253 || !utf8.ValidString(n) {
+		return false
+	}
+	for _, r := range n {
+		if r == '/' || unicode.IsSpace(r) || unicode.IsControl(r) {
+			return false
+		}
+	}
+	return true
+}
+
+func oneLine(err error) string { return strings.Join(strings.Fields(err.Error()), " ") }

@@ -1,0 +1,74 @@
+package forward
+
+import (
+	"os"
+	"path/filepath"
+	"testing"
+
+	"github.com/stretchr/testify/require"
+)
+
+func TestVerbOf(t *testing.T) {
+	for _, c := range []struct {
+		name     string
+		args     []string
+		verb     string
+		explicit string
+		ok       bool
+	}{
+		{"a verb alone is forwarded", []string{"calculate-deploy"}, "calculate-deploy", "", true},
+		{"a verb with --config is forwarded", []string{"--config", "/c.yaml", "get-metrics"}, "get-metrics", "/c.yaml", true},
+		{"--config=FILE after the verb counts", []string{"add-node", "--config=c.yaml"}, "add-node", "c.yaml", true},
+		{"an operator command is not forwarded", []string{"nodes", "list"}, "", "", false},
+		{"an unknown word is not forwarded", []string{"explode"}, "", "", false},
+		{"another flag is not forwarded", []string{"name", "--help"}, "", "", false},
+		{"an extra argument is not forwarded", []string{"name", "extra"}, "", "", false},
+		{"--config without its value is not forwarded", []string{"name", "--config"}, "", "", false},
+		{"serve is not forwarded", []string{"serve"}, "", "", false},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			verb, explicit, ok := VerbOf(c.args)
+			require.Equal(t, c.ok, ok)
+			if ok {
+				require.Equal(t, c.verb, verb)
+				require.Equal(t, c.explicit, explicit)
+			}
+		})
+	}
+}
+
+func TestSocketPath(t *testing.T) {
+	dir := t.TempDir()
+	write := func(doc string) string {
+		f := filepath.Join(dir, "storage.yaml")
+		require.NoError(t, os.WriteFile(f, []byte(doc), 0o644))
+		return f
+	}
+	for _, c := range []struct {
+		name, doc, want string
+	}{
+		{"no serve section: beside the config", "etcd:\n  prefix: /x\n", filepath.Join(dir, DefaultSocket)},
+		{"a relative socket", "serve:\n  http: 127.0.0.1:1\n  socket: run/s.sock # comment\n", filepath.Join(dir, "run/s.sock")},
+		{"an absolute quoted socket", "etcd:\n  machines: [a]\nserve:\n  socket: \"/run/eru.sock\"\nlog:\n  file: x\n", "/run/eru.sock"},
+		{"a single-quoted socket", "serve:\n    socket: '/run/q.sock'\n", "/run/q.sock"},
+		{"socket under another section is not it", "etcd:\n  socket: /no\nserve:\n  http: x\n", filepath.Join(dir, DefaultSocket)},
+		{"a nested socket key is not it", "serve:\n  tls:\n    socket: /no\n", filepath.Join(dir, DefaultSocket)},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			require.Equal(t, c.want, SocketPath(write(c.doc), dir))
+		})
+	}
+	require.Equal(t, filepath.Join("/work", DefaultSocket), SocketPath("", "/work"), "no config: in the working directory")
+}
+
+func TestResolve(t *testing.T) {
+	dir := t.TempDir()
+	t.Setenv(EnvPath, "")
+	require.Equal(t, "", Resolve("", "storage", dir), "no file")
+	require.NoError(t, os.WriteFile(filepath.Join(dir, "storage.yaml"), nil, 0o644))
+	require.Equal(t, filepath.Join(dir, "storage.yaml"), Resolve("", "storage", dir))
+	require.Equal(t, filepath.Join(dir, "x.yaml"), Resolve("x.yaml", "storage", dir), "explicit, made absolute")
+	t.Setenv(EnvPath, "/etc/e.yaml")
+	require.Equal(t, "/etc/e.yaml", Resolve("", "storage", dir))
+	require.Equal(t, "/a.yaml", Resolve("/a.yaml", "storage", dir), "explicit wins")
+}

@@ -1,0 +1,111 @@
+package cache_test
+
+import (
+	"context"
+	"fmt"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+
+	"github.com/eru-extend/resources/serve/cache"
+	"github.com/eru-extend/resources/store"
+	"github.com/eru-extend/resources/store/etcdstore"
+	"github.com/eru-extend/resources/store/storetest"
+)
+
+var prefixes atomic.Int64
+
+func newCache(t *testing.T) (*cache.Cache, *etcdstore.Store, string) {
+	t.Helper()
+	e := storetest.SharedEtcd(t)
+	prefix := fmt.Sprintf("/cache-test-%d", prefixes.Add(1))
+	s, err := etcdstore.Open(context.Background(), etcdstore.Config{Endpoints: []string{e.Endpoint}, Prefix: prefix, DialTimeout: 5 * time.Second})
+	require.NoError(t, err)
+	c := cache.New(s, prefix, 5*time.Second)
+	t.Cleanup(func() {
+		require.NoError(t, c.Close())
+		require.NoError(t, s.Close())
+	})
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	require.NoError(t, c.WaitReady(ctx))
+	return c, s, prefix
+}
+
+func TestTheCache(t *testing.T) {
+	ctx := context.Background()
+	t.Run("a read after a write sees it, answered from memory", func(t *testing.T) {
+		c, s, _ := newCache(t)
+		for i := range 50 {
+			v := []byte(fmt.Sprint(i))
+			require.NoError(t, s.Txn(ctx, nil, []store.Op{{Key: "/k", Value: v}}))
+			got, ok, err := store.Get(ctx, c, "/k")
+			require.NoError(t, err)
+			require.True(t, ok)
+			require.Equal(t, v, got)
+		}
+		st := c.Stats()
+		require.Equal(t, int64(50), st.Cached)
+		require.Equal(t, int64(0), st.Direct)
+	})
+	t.Run("a revision moved by keys outside the prefix is reached by a progress notification", func(t *testing.T) {
+		c, _, prefix := newCache(t)
+		client := storetest.SharedEtcd(t).Client(t)
+		for range 5 {
+			_, err := client.Put(ctx, prefix+"-elsewhere/x", "1")
+			require.NoError(t, err)
+			_, err = store.Range(ctx, c, "/")
+			require.NoError(t, err)
+		}
+		st := c.Stats()
+		require.Equal(t, int64(5), st.Cached, "answered from the cache, not from etcd")
+		require.Positive(t, st.ProgressReqs)
+	})
+	t.Run("reads are whole snapshots with etcd's mod revisions, and writes compare them", func(t *testing.T) {
+		c, s, _ := newCache(t)
+		require.NoError(t, s.Txn(ctx, nil, []store.Op{{Key: "/a", Value: []byte("1")}, {Key: "/b", Value: []byte("1")}}))
+		snap, err := c.Read(ctx, []string{"/a", "/missing"}, []string{"/b"})
+		require.NoError(t, err)
+		require.Len(t, snap.Items, 2)
+		direct, err := s.Read(ctx, []string{"/a", "/b"}, nil)
+		require.NoError(t, err)
+		require.Equal(t, direct.Items["/a"].ModRevision, snap.Items["/a"].ModRevision)
+		err = store.Update(ctx, c, []string{"/a"}, func(tx *store.Tx) error {
+			tx.Put("/a", []byte("2"))
+			return nil
+		})
+		require.NoError(t, err)
+		stale := []store.Cond{{Key: "/a", ModRevision: snap.Items["/a"].ModRevision}}
+		require.ErrorIs(t, c.Txn(ctx, stale, []store.Op{{Key: "/a", Value: []byte("3")}}), store.ErrConflict)
+		got, _, err := store.Get(ctx, c, "/a")
+		require.NoError(t, err)
+		require.Equal(t, "2", string(got))
+	})
+	t.Run("deletes and expiring keys leave the cache", func(t *testing.T) {
+		c, s, _ := newCache(t)
+		require.NoError(t, s.Txn(ctx, nil, []store.Op{{Key: "/d", Value: []byte("1")}, {Key: "/ttl", Value: []byte("1"), TTL: time.Second}}))
+		require.NoError(t, s.Txn(ctx, nil, []store.Op{{Key: "/d", Delete: true}}))
+		_, ok, err := store.Get(ctx, c, "/d")
+		require.NoError(t, err)
+		require.False(t, ok)
+		require.Eventually(t, func() bool {
+			_, ok, err := store.Get(ctx, c, "/ttl")
+			return err == nil && !ok
+		}, 10*time.Second, 100*time.Millisecond)
+	})
+	t.Run("the stale view answers from memory without etcd and refuses writes", func(t *testing.T) {
+		c, s, _ := newCache(t)
+		require.NoError(t, s.Txn(ctx, nil, []store.Op{{Key: "/s", Value: []byte("1")}}))
+		_, _, err := store.Get(ctx, c, "/s") // waits until the watch has it
+		require.NoError(t, err)
+		before := c.Stats()
+		got, ok, err := store.Get(ctx, c.Stale(), "/s")
+		require.NoError(t, err)
+		require.True(t, ok)
+		require.Equal(t, "1", string(got))
+		require.Equal(t, before.Cached, c.Stats().Cached, "no linearizable read was made")
+		require.ErrorIs(t, c.Stale().Txn(ctx, nil, []store.Op{{Key: "/s", Value: []byte("2")}}), store.ErrReadOnly)
+	})
+}

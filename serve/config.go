@@ -1,0 +1,125 @@
+package serve
+
+import (
+	"bytes"
+	"fmt"
+	"os"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"time"
+
+	"gopkg.in/yaml.v3"
+
+	"github.com/eru-extend/resources/internal/forward"
+	"github.com/eru-extend/resources/types"
+)
+
+// Config is the `serve:` section of the plugins' config file.
+type Config struct {
+	Socket        string        `yaml:"socket"`
+	SocketMode    string        `yaml:"socket_mode"`
+	AllowedUIDs   []int         `yaml:"allowed_uids"`
+	HTTP          string        `yaml:"http"`
+	TLS           TLS           `yaml:"tls"`
+	TokenFile     string        `yaml:"token_file"`
+	Statsd        Statsd        `yaml:"statsd"`
+	ShutdownGrace time.Duration `yaml:"shutdown_grace"`
+	CacheWait     time.Duration `yaml:"cache_wait"`
+
+	mode os.FileMode
+}
+
+// TLS makes the HTTP listener HTTPS; with ClientCA, clients must present a
+// certificate signed by it.
+type TLS struct {
+	Cert     string `yaml:"cert"`
+	Key      string `yaml:"key"`
+	ClientCA string `yaml:"client_ca"`
+}
+
+// Statsd is where gauges are pushed.
+type Statsd struct {
+	Address  string        `yaml:"address"`
+	Interval time.Duration `yaml:"interval"`
+	Prefix   string        `yaml:"prefix"`
+}
+
+// Mode is the socket's permission bits.
+func (c *Config) Mode() os.FileMode { return c.mode }
+
+// DefaultConfig is the serve section's defaults, paths relative to dir.
+func DefaultConfig(dir string) Config {
+	return Config{
+		Socket:        filepath.Join(dir, forward.DefaultSocket),
+		SocketMode:    "0660",
+		ShutdownGrace: 5 * time.Second,
+		CacheWait:     time.Second,
+		Statsd:        Statsd{Interval: 15 * time.Second},
+		mode:          0o660,
+	}
+}
+
+// LoadConfig reads the serve section of file ("" for none: defaults beside
+// wd). Unknown keys in it are refused, naming the file.
+func LoadConfig(file, wd string) (Config, error) {
+	if file == "" {
+		return DefaultConfig(wd), nil
+	}
+	data, err := os.ReadFile(file)
+	if err != nil {
+		return Config{}, types.Wrap(types.InvalidArgument, err, "config")
+	}
+	return ParseConfig(data, file)
+}
+
+// ParseConfig decodes the serve section of a config document that came
+// from file.
+func ParseConfig(data []byte, file string) (Config, error) {
+	dir := filepath.Dir(file)
+	cfg := DefaultConfig(dir)
+	var doc struct {
+		Serve yaml.Node `yaml:"serve"`
+	}
+	if err := yaml.Unmarshal(data, &doc); err != nil {
+		return Config{}, types.Invalid("config %s: %s", file, oneLine(err))
+	}
+	if doc.Serve.Kind != 0 && doc.Serve.Tag != "!!null" {
+		section, err := yaml.Marshal(&doc.Serve)
+		if err != nil {
+			return Config{}, types.Invalid("config %s: serve: %s", file, oneLine(err))
+		}
+		dec := yaml.NewDecoder(bytes.NewReader(section))
+		dec.KnownFields(true)
+		if err := dec.Decode(&cfg); err != nil {
+			return Config{}, types.Invalid("config %s: serve: %s", file, oneLine(err))
+		}
+	}
+	mode, err := strconv.ParseUint(strings.TrimPrefix(cfg.SocketMode, "0o"), 8, 32)
+	if err != nil || mode > 0o777 {
+		return Config{}, types.Invalid("config %s: serve.socket_mode: %q is not octal permission bits like 0660", file, cfg.SocketMode)
+	}
+	cfg.mode = os.FileMode(mode)
+	for _, p := range []*string{&cfg.Socket, &cfg.TokenFile, &cfg.TLS.Cert, &cfg.TLS.Key, &cfg.TLS.ClientCA} {
+		if *p != "" && !filepath.IsAbs(*p) {
+			*p = filepath.Join(dir, *p)
+		}
+	}
+	switch {
+	case cfg.ShutdownGrace <= 0:
+		return Config{}, types.Invalid("config %s: serve.shutdown_grace: want a positive duration", file)
+	case cfg.CacheWait <= 0:
+		return Config{}, types.Invalid("config %s: serve.cache_wait: want a positive duration", file)
+	case cfg.Statsd.Interval <= 0:
+		return Config{}, types.Invalid("config %s: serve.statsd.interval: want a positive duration", file)
+	case (cfg.TLS.Cert == "") != (cfg.TLS.Key == ""):
+		return Config{}, types.Invalid("config %s: serve.tls: cert and key go together", file)
+	case cfg.TLS.ClientCA != "" && cfg.TLS.Cert == "":
+		return Config{}, types.Invalid("config %s: serve.tls.client_ca: needs tls.cert and tls.key", file)
+	}
+	return cfg, nil
+}
+
+func oneLine(err error) string {
+	return strings.Join(strings.Fields(fmt.Sprint(err)), " ")
+}

@@ -1,0 +1,390 @@
+// Package serve is the optional long-running daemon of both plugins: it
+// answers the plugin verbs that the exec'd binaries forward over a unix
+// socket, from a linearizable watch cache of etcd (serve/cache), serves
+// Prometheus /metrics, health probes and the operator API over HTTP, and
+// pushes gauges to statsd. Every call runs through the same command tree as
+// an exec'd binary (cmd.MainWith), so its answer is the same bytes; the
+// daemon is never needed for correctness.
+package serve
+
+import (
+	"bufio"
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"hash/fnv"
+	"log/slog"
+	"net"
+	"os"
+	"path/filepath"
+	"slices"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"golang.org/x/sys/unix"
+
+	"github.com/eru-extend/resources/cmd"
+	"github.com/eru-extend/resources/cmd/config"
+	"github.com/eru-extend/resources/internal/forward"
+	"github.com/eru-extend/resources/serve/cache"
+	"github.com/eru-extend/resources/store"
+	"github.com/eru-extend/resources/store/etcdstore"
+)
+
+// Binaries are the plugin binaries one daemon serves.
+var Binaries = []string{"storage", "compute"}
+
+// served is one config file the daemon answers for, as it was at start.
+type served struct {
+	cfg   *config.Config
+	size  int64
+	mtime time.Time
+}
+
+// Daemon is a running serve daemon.
+type Daemon struct {
+	name  string
+	wd    string
+	cfg   *config.Config // the daemon's own configuration
+	serve Config
+	files map[string]served // config file (absolute; "" for none) -> config
+	log   *slog.Logger
+	admit Admission
+
+	etcd  *etcdstore.Store // nil on the embedded store
+	cache *cache.Cache
+
+	metrics *metrics
+
+	// nodeLocks serialise the daemon's own writes to one node: they would
+	// only conflict in etcd and retry (every write of a node compares its
+	// registration). Correctness does not rest on them; the
+	// compare-and-swap still guards against every other writer.
+	nodeLocks [256]sync.Mutex
+
+	samplesMu  sync.Mutex // one rendering of the nodes' samples at a time
+	samples    *nodeSnapshot
+	samplesRev int64
+
+	ln       *net.UnixListener
+	answered atomic.Int64 // calls run for a client
+	closing  atomic.Bool
+	inflight sync.WaitGroup
+}
+
+// New loads what the daemon serves and connects to the store; it does not
+// listen yet (see Run).
+func New(ctx context.Context, name, wd string, cfg *config.Config, sc Config, log *slog.Logger, admit Admission) (*Daemon, error) {
+	if admit == nil {
+		admit = AdmitAll
+	}
+	d := &Daemon{name: name, wd: wd, cfg: cfg, serve: sc, log: log, admit: admit, files: map[string]served{}}
+	d.files[cfg.File] = stamp(cfg)
+	for _, b := range Binaries {
+		file, err := config.Resolve("", b, wd)
+		if err != nil || file == "" || file == cfg.File {
+			continue
+		}
+		abs, err := filepath.Abs(file)
+		if err != nil {
+			continue
+		}
+		other, err := config.Load(abs, b)
+		if err != nil {
+			log.Warn("config not served", "file", abs, "error", err.Error())
+			continue
+		}
+		if !sameStore(cfg, other) {
+			log.Warn("config not served: it names another store", "file", abs)
+			continue
+		}
+		d.files[abs] = stamp(other)
+	}
+	if cfg.UsesEtcd() {
+		s, err := cfg.Open(ctx, config.Read)
+		if err != nil {
+			return nil, err
+		}
+		es, ok := s.(*etcdstore.Store)
+		if !ok {
+			_ = s.Close()
+			return nil, fmt.Errorf("etcd store of unexpected type %T", s)
+		}
+		d.etcd = es
+		d.cache = cache.New(es, cfg.Etcd.Prefix, sc.CacheWait)
+	}
+	d.metrics = newMetrics(d)
+	return d, nil
+}
+
+func stamp(cfg *config.Config) served {
+	s := served{cfg: cfg}
+	if cfg.File != "" {
+		if fi, err := os.Stat(cfg.File); err == nil {
+			s.size, s.mtime = fi.Size(), fi.ModTime()
+		}
+	}
+	return s
+}
+
+func sameStore(a, b *config.Config) bool {
+	return slices.Equal(a.Etcd.Machines, b.Etcd.Machines) && a.Etcd.Prefix == b.Etcd.Prefix &&
+		a.Etcd.CA == b.Etcd.CA && a.Etcd.Cert == b.Etcd.Cert && a.Etcd.Key == b.Etcd.Key &&
+		a.Etcd.Username == b.Etcd.Username && a.Etcd.Password == b.Etcd.Password &&
+		(a.UsesEtcd() || a.Embedded.Path == b.Embedded.Path)
+}
+
+// Answered is how many forwarded calls the daemon has run.
+func (d *Daemon) Answered() int64 { return d.answered.Load() }
+
+// Cache is the daemon's watch cache, nil on the embedded store.
+func (d *Daemon) Cache() *cache.Cache { return d.cache }
+
+// options are how the command tree runs in the daemon for cfg: reads on
+// st (the cache, shared, so Close is a no-op), writes on the etcd store
+// itself — a write's compare-and-swap is checked by etcd, so it gains
+// nothing from waiting for the watch — and, with no st, the embedded store
+// opened per call with its file lock, as an exec'd binary does.
+func (d *Daemon) options(cfg *config.Config, st store.Store) cmd.Options {
+	opts := cmd.Options{Config: cfg}
+	if st != nil {
+		opts.OpenStore = func(_ context.Context, _ *config.Config, mode config.Mode) (store.Store, error) {
+			if (mode == config.Write || mode == config.WriteExisting) && d.etcd != nil && st == store.Store(d.cache) {
+				return noClose{d.etcd}, nil
+			}
+			return noClose{st}, nil
+		}
+	}
+	return opts
+}
+
+// run runs one command of binary through the command tree.
+func (d *Daemon) run(opts cmd.Options, binary string, args []string, stdin []byte) (int, []byte, []byte) {
+	var out, errb bytes.Buffer
+	code := cmd.MainWith(opts, binary, args, bytes.NewReader(stdin), &out, &errb)
+	return code, out.Bytes(), errb.Bytes()
+}
+
+// linearizable is the store forwarded calls and operator commands use.
+func (d *Daemon) linearizable() store.Store {
+	if d.cache == nil {
+		return nil
+	}
+	return d.cache
+}
+
+type noClose struct{ store.Store }
+
+func (noClose) Close() error { return nil }
+
+// TxnOrRead keeps the underlying store's single-round-trip retry.
+func (n noClose) TxnOrRead(ctx context.Context, conds []store.Cond, ops []store.Op, keys []string) (*store.Snapshot, error) {
+	if rr, ok := n.Store.(store.Rereader); ok {
+		return rr.TxnOrRead(ctx, conds, ops, keys)
+	}
+	return nil, n.Txn(ctx, conds, ops)
+}
+
+// Listen opens the unix socket: a socket file nobody answers on is stale
+// and removed; one a live daemon answers on is an error.
+func (d *Daemon) Listen() error {
+	path := d.serve.Socket
+	if fi, err := os.Lstat(path); err == nil {
+		if fi.Mode()&os.ModeSocket == 0 {
+			return fmt.Errorf("socket %s: a file that is not a socket is in the way", path)
+		}
+		if c, err := net.DialTimeout("unix", path, time.Second); err == nil {
+			_ = c.Close()
+			return fmt.Errorf("socket %s: another daemon is answering on it", path)
+		}
+		if err := os.Remove(path); err != nil {
+			return fmt.Errorf("removing stale socket %s: %w", path, err)
+		}
+		d.log.Info("removed a stale socket", "socket", path)
+	}
+	ln, err := net.ListenUnix("unix", &net.UnixAddr{Name: path, Net: "unix"})
+	if err != nil {
+		return fmt.Errorf("socket %s: %w", path, err)
+	}
+	ln.SetUnlinkOnClose(true)
+	if err := os.Chmod(path, d.serve.Mode()); err != nil {
+		_ = ln.Close()
+		return fmt.Errorf("socket %s: %w", path, err)
+	}
+	d.ln = ln
+	return nil
+}
+
+// ServeSocket accepts forwarded calls until the listener closes.
+func (d *Daemon) ServeSocket() {
+	for {
+		conn, err := d.ln.AcceptUnix()
+		if err != nil {
+			return
+		}
+		d.inflight.Add(1)
+		go func() {
+			defer d.inflight.Done()
+			d.handle(conn)
+		}()
+	}
+}
+
+// peerAllowed checks the peer's uid: root, the daemon's own, or listed.
+func (d *Daemon) peerAllowed(conn *net.UnixConn) (uid, pid int, ok bool) {
+	raw, err := conn.SyscallConn()
+	if err != nil {
+		return -1, -1, false
+	}
+	var cred *unix.Ucred
+	var cerr error
+	if err := raw.Control(func(fd uintptr) {
+		cred, cerr = unix.GetsockoptUcred(int(fd), unix.SOL_SOCKET, unix.SO_PEERCRED)
+	}); err != nil || cerr != nil {
+		return -1, -1, false
+	}
+	uid, pid = int(cred.Uid), int(cred.Pid)
+	return uid, pid, uid == 0 || uid == os.Getuid() || slices.Contains(d.serve.AllowedUIDs, uid)
+}
+
+func (d *Daemon) handle(conn *net.UnixConn) {
+	defer conn.Close()
+	uid, pid, ok := d.peerAllowed(conn)
+	if !ok {
+		d.log.Warn("peer refused on the socket", "uid", uid, "pid", pid)
+		d.metrics.requests.WithLabelValues("", "refused").Inc()
+		_, _ = conn.Write([]byte{forward.Refused})
+		return
+	}
+	_ = conn.SetReadDeadline(time.Now().Add(30 * time.Second))
+	r := bufio.NewReaderSize(conn, 64<<10)
+	var req forward.Request
+	head, err := forward.ReadFrameLimit(r, 1<<20)
+	if err != nil || json.Unmarshal(head, &req) != nil {
+		return
+	}
+	stdin, err := forward.ReadFrameLimit(r, forward.MaxRequest+1)
+	if err != nil {
+		return // never run a call that did not arrive whole
+	}
+	_ = conn.SetReadDeadline(time.Time{})
+	opts, why := d.accept(req)
+	if why != "" {
+		d.log.Info("call declined", "verb", req.Verb, "why", why)
+		d.metrics.requests.WithLabelValues(req.Verb, "declined").Inc()
+		_, _ = conn.Write([]byte{forward.Declined})
+		return
+	}
+	start := time.Now()
+	// A queued call waits at most a minute for its turn (flow control may
+	// bound it tighter); core's own call timeout is usually shorter.
+	actx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	release, rej := d.admit(actx, Request{Kind: "verb", Verb: req.Verb, Caller: fmt.Sprintf("uid:%d", uid), Stdin: stdin})
+	var (
+		code     int
+		out, eb  []byte
+		result   = "ok"
+		accepted = []byte{forward.Accepted}
+	)
+	if rej != nil {
+		code, eb, result = forward.PluginExitCode, []byte(rej.Line(req.Binary, req.Verb)+"\n"), "rejected"
+		if _, err := conn.Write(accepted); err != nil {
+			return
+		}
+	} else {
+		// Accepted goes out before the call runs: a client that loses the
+		// connection after it knows the call may have run.
+		if _, err := conn.Write(accepted); err != nil {
+			release()
+			return
+		}
+		unlock := d.lockNode(req, stdin)
+		code, out, eb = d.run(opts, req.Binary, req.Args, stdin)
+		unlock()
+		d.answered.Add(1)
+		release()
+		if code != 0 {
+			result = "failed"
+		}
+	}
+	d.metrics.requests.WithLabelValues(req.Verb, result).Inc()
+	d.metrics.latency.WithLabelValues(req.Verb).Observe(time.Since(start).Seconds())
+	_ = conn.SetWriteDeadline(time.Now().Add(30 * time.Second))
+	w := bufio.NewWriterSize(conn, 64<<10)
+	if forward.WriteJSON(w, forward.Answer{Code: code}) != nil || forward.WriteFrame(w, out) != nil || forward.WriteFrame(w, eb) != nil || w.Flush() != nil {
+		d.log.Warn("answer lost: the client went away", "verb", req.Verb)
+	}
+}
+
+// lockNode takes the lock of the node a write names, and returns its
+// release.
+func (d *Daemon) lockNode(req forward.Request, stdin []byte) func() {
+	if !req.Write {
+		return func() {}
+	}
+	var named struct {
+		Nodename string `json:"nodename"`
+	}
+	if json.Unmarshal(stdin, &named) != nil || named.Nodename == "" {
+		return func() {}
+	}
+	h := fnv.New32a()
+	_, _ = h.Write([]byte(named.Nodename))
+	mu := &d.nodeLocks[h.Sum32()%uint32(len(d.nodeLocks))]
+	mu.Lock()
+	return mu.Unlock
+}
+
+// accept decides whether the daemon runs req, and how.
+func (d *Daemon) accept(req forward.Request) (cmd.Options, string) {
+	if d.closing.Load() {
+		return cmd.Options{}, "shutting down"
+	}
+	if !slices.Contains(Binaries, req.Binary) {
+		return cmd.Options{}, "unknown binary " + req.Binary
+	}
+	if _, ok := forward.Verbs[req.Verb]; !ok {
+		return cmd.Options{}, "not a plugin verb"
+	}
+	s, ok := d.files[req.Config]
+	if !ok || (req.Config == "" && req.Dir != d.wd) {
+		return cmd.Options{}, "another config: " + req.Config
+	}
+	if req.Config != "" {
+		fi, err := os.Stat(req.Config)
+		if err != nil || fi.Size() != s.size || !fi.ModTime().Equal(s.mtime) {
+			return cmd.Options{}, "config changed since the daemon started: " + req.Config
+		}
+	}
+	return d.options(s.cfg, d.linearizable()), ""
+}
+
+// Shutdown stops taking calls and waits for those in flight, at most grace.
+func (d *Daemon) Shutdown(grace time.Duration) error {
+	d.closing.Store(true)
+	if d.ln != nil {
+		_ = d.ln.Close()
+	}
+	done := make(chan struct{})
+	go func() { d.inflight.Wait(); close(done) }()
+	select {
+	case <-done:
+	case <-time.After(grace):
+		return errors.New("calls still running after the shutdown grace")
+	}
+	return nil
+}
+
+// Close releases the cache and the store connection.
+func (d *Daemon) Close() {
+	if d.cache != nil {
+		_ = d.cache.Close()
+	}
+	if d.etcd != nil {
+		_ = d.etcd.Close()
+	}
+}

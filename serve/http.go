@@ -1,0 +1,318 @@
+package serve
+
+import (
+	"context"
+	"crypto/subtle"
+	"crypto/tls"
+	"crypto/x509"
+	"encoding/json"
+	"fmt"
+	"io"
+	"net"
+	"net/http"
+	"os"
+	"strings"
+	"time"
+
+	"github.com/eru-extend/resources/types"
+)
+
+// nodeActions are the POST /v1/nodes/{id}:action operations.
+var nodeActions = []string{"drain", "cancel-drain", "isolate", "retire", "revoke", "admit"}
+
+// Handler is the daemon's HTTP API: /metrics, /healthz, /readyz and the
+// operator API under /v1/. token is the bearer token operator writes need
+// ("" makes the API read-only).
+func (d *Daemon) Handler(token string) http.Handler {
+	mux := http.NewServeMux()
+	mux.Handle("GET /metrics", d.admitted("/metrics", d.metricsHandler()))
+	mux.HandleFunc("GET /healthz", func(w http.ResponseWriter, _ *http.Request) { _, _ = io.WriteString(w, "ok\n") })
+	mux.HandleFunc("GET /readyz", d.readyz)
+	op := func(route string, write bool, args func(r *http.Request, body map[string]any) ([]string, error)) http.Handler {
+		return d.admitted(route, d.operator(route, write, token, args))
+	}
+	mux.Handle("GET /v1/nodes", op("GET /v1/nodes", false, func(r *http.Request, _ map[string]any) ([]string, error) {
+		args := []string{"nodes", "list"}
+		if s := r.URL.Query().Get("status"); s != "" {
+			args = append(args, "--status", s)
+		}
+		return args, nil
+	}))
+	mux.Handle("GET /v1/nodes/{id}", op("GET /v1/nodes/{id}", false, func(r *http.Request, _ map[string]any) ([]string, error) {
+		id, err := pathID(r.PathValue("id"))
+		return []string{"nodes", "get", id}, err
+	}))
+	mux.Handle("POST /v1/nodes/{action}", op("POST /v1/nodes/{id}:action", true, func(r *http.Request, body map[string]any) ([]string, error) {
+		seg := r.PathValue("action")
+		i := strings.LastIndexByte(seg, ':')
+		if i < 0 || !contains(nodeActions, seg[i+1:]) {
+			return nil, types.Errorf(types.NotFound, "no operation %q: want /v1/nodes/{id}:%s", seg, strings.Join(nodeActions, "|"))
+		}
+		id, err := pathID(seg[:i])
+		if err != nil {
+			return nil, err
+		}
+		return append([]string{"nodes", seg[i+1:], id}, mutating(body)...), nil
+	}))
+	mux.Handle("GET /v1/overcommit/defaults", op("GET /v1/overcommit/defaults", false, func(*http.Request, map[string]any) ([]string, error) {
+		return []string{"overcommit", "get-defaults"}, nil
+	}))
+	mux.Handle("PUT /v1/overcommit/defaults", op("PUT /v1/overcommit/defaults", true, func(_ *http.Request, body map[string]any) ([]string, error) {
+		return append(append([]string{"overcommit", "set-defaults"}, ratios(body)...), mutating(body)...), nil
+	}))
+	mux.Handle("GET /v1/overcommit/nodes/{id}", op("GET /v1/overcommit/nodes/{id}", false, func(r *http.Request, _ map[string]any) ([]string, error) {
+		id, err := pathID(r.PathValue("id"))
+		return []string{"overcommit", "get-node", id}, err
+	}))
+	mux.Handle("PUT /v1/overcommit/nodes/{id}", op("PUT /v1/overcommit/nodes/{id}", true, func(r *http.Request, body map[string]any) ([]string, error) {
+		id, err := pathID(r.PathValue("id"))
+		return append(append([]string{"overcommit", "set-node", id}, ratios(body)...), mutating(body)...), err
+	}))
+	mux.Handle("DELETE /v1/overcommit/nodes/{id}", op("DELETE /v1/overcommit/nodes/{id}", true, func(r *http.Request, body map[string]any) ([]string, error) {
+		id, err := pathID(r.PathValue("id"))
+		return append([]string{"overcommit", "set-node", id}, mutating(body)...), err // no ratio: both follow the defaults
+	}))
+	notYet := func(w http.ResponseWriter, _ *http.Request) {
+		writeError(w, http.StatusNotImplemented, "unimplemented", "storage pools are not implemented yet")
+	}
+	mux.HandleFunc("/v1/pools", notYet)
+	mux.HandleFunc("/v1/pools/", notYet)
+	mux.HandleFunc("/v1/objects/", notYet)
+	return mux
+}
+
+func contains(list []string, s string) bool {
+	for _, x := range list {
+		if x == s {
+			return true
+		}
+	}
+	return false
+}
+
+// pathID refuses an id the command line would read as a flag.
+func pathID(id string) (string, error) {
+	if id == "" || strings.HasPrefix(id, "-") {
+		return "", types.Invalid("node id %q is not a node name", id)
+	}
+	return id, nil
+}
+
+// mutating turns the body's command_id and if_version into flags.
+func mutating(body map[string]any) []string {
+	var out []string
+	if v, ok := body["command_id"]; ok {
+		out = append(out, "--command-id", fmt.Sprint(v))
+	}
+	if v, ok := body["if_version"]; ok {
+		out = append(out, "--if-version", number(v))
+	}
+	return out
+}
+
+func ratios(body map[string]any) []string {
+	var out []string
+	for _, k := range []string{"cpu", "memory"} {
+		if v, ok := body[k]; ok && v != nil {
+			out = append(out, "--"+k, number(v))
+		}
+	}
+	return out
+}
+
+// number prints a JSON number as the command line takes it.
+func number(v any) string {
+	if n, ok := v.(json.Number); ok {
+		return n.String()
+	}
+	return fmt.Sprint(v)
+}
+
+func (d *Daemon) readyz(w http.ResponseWriter, r *http.Request) {
+	if d.cache == nil {
+		_, _ = io.WriteString(w, "ok\n")
+		return
+	}
+	if !d.cache.Ready() {
+		http.Error(w, "cache not synced with etcd", http.StatusServiceUnavailable)
+		return
+	}
+	if err := d.cache.Reachable(r.Context(), time.Second); err != nil {
+		http.Error(w, "etcd unreachable: "+err.Error(), http.StatusServiceUnavailable)
+		return
+	}
+	_, _ = io.WriteString(w, "ok\n")
+}
+
+// admitted passes an HTTP request through admission.
+func (d *Daemon) admitted(route string, h http.Handler) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		release, rej := d.admit(r.Context(), Request{Kind: "http", Path: r.URL.Path, Caller: caller(r)})
+		if rej != nil {
+			w.Header().Set("Retry-After", fmt.Sprint(rej.seconds()))
+			d.metrics.requests.WithLabelValues(route, "rejected").Inc()
+			writeError(w, http.StatusTooManyRequests, string(types.ResourceExhausted),
+				fmt.Sprintf("too many requests (priority level %s, retry after %ds)", rej.Level, rej.seconds()))
+			return
+		}
+		defer release()
+		start := time.Now()
+		h.ServeHTTP(w, r)
+		d.metrics.latency.WithLabelValues(route).Observe(time.Since(start).Seconds())
+	})
+}
+
+// caller names the HTTP peer: its certificate's CN, else its address.
+func caller(r *http.Request) string {
+	if r.TLS != nil && len(r.TLS.PeerCertificates) > 0 {
+		return "cn:" + r.TLS.PeerCertificates[0].Subject.CommonName
+	}
+	host, _, _ := net.SplitHostPort(r.RemoteAddr)
+	return "addr:" + host
+}
+
+// operator runs one operator command through the command tree, JSON out,
+// error classes mapped to HTTP statuses as gRPC gateways map them.
+func (d *Daemon) operator(route string, write bool, token string, argsOf func(*http.Request, map[string]any) ([]string, error)) http.HandlerFunc {
+	return func(w http.ResponseWriter, r *http.Request) {
+		result := "ok"
+		defer func() { d.metrics.requests.WithLabelValues(route, result).Inc() }()
+		if write {
+			if token == "" {
+				result = "refused"
+				writeError(w, http.StatusForbidden, string(types.PermissionDenied), "the operator API is read-only: serve.token_file is not set")
+				return
+			}
+			got, ok := strings.CutPrefix(r.Header.Get("Authorization"), "Bearer ")
+			if !ok || subtle.ConstantTimeCompare([]byte(got), []byte(token)) != 1 {
+				result = "refused"
+				writeError(w, http.StatusUnauthorized, string(types.Unauthenticated), "a write needs the bearer token of serve.token_file")
+				return
+			}
+		}
+		body := map[string]any{}
+		if r.Body != nil && (r.Method == http.MethodPost || r.Method == http.MethodPut || r.Method == http.MethodDelete) {
+			dec := json.NewDecoder(io.LimitReader(r.Body, 1<<20))
+			dec.UseNumber()
+			if err := dec.Decode(&body); err != nil && err != io.EOF {
+				result = "failed"
+				writeError(w, http.StatusBadRequest, string(types.InvalidArgument), "body: "+err.Error())
+				return
+			}
+		}
+		args, err := argsOf(r, body)
+		if err != nil {
+			result = "failed"
+			class := types.ClassOf(err)
+			writeError(w, httpStatus(class), string(class), err.Error())
+			return
+		}
+		args = append(args, "-o", "json")
+		code, out, stderr := d.run(d.options(d.cfg, d.linearizable()), d.name, args, nil)
+		d.log.Info("operator call", "route", route, "peer", caller(r), "code", code)
+		if code == 0 {
+			w.Header().Set("Content-Type", "application/json")
+			_, _ = w.Write(out)
+			return
+		}
+		result = "failed"
+		class, msg := classOf(code, string(stderr))
+		writeError(w, httpStatus(class), string(class), msg)
+	}
+}
+
+// classOf recovers an operator command's error class from its exit status
+// and its one line's message.
+func classOf(code int, line string) (types.Class, string) {
+	line = strings.TrimSpace(line)
+	for _, c := range []types.Class{types.InvalidArgument, types.NotFound, types.FailedPrecondition, types.Aborted, types.AlreadyExists,
+		types.Unavailable, types.ResourceExhausted, types.PermissionDenied, types.Unauthenticated, types.DataLoss, types.DeadlineExceeded, types.OutcomeUnknown} {
+		if c.ExitCode() == code {
+			if i := strings.Index(line, ": "+string(c)+": "); i >= 0 {
+				return c, line[i+len(c)+4:]
+			}
+			return c, line
+		}
+	}
+	return types.Internal, line
+}
+
+func httpStatus(c types.Class) int {
+	switch c {
+	case types.InvalidArgument, types.FailedPrecondition:
+		return http.StatusBadRequest
+	case types.NotFound:
+		return http.StatusNotFound
+	case types.Aborted, types.AlreadyExists:
+		return http.StatusConflict
+	case types.ResourceExhausted:
+		return http.StatusTooManyRequests
+	case types.Unavailable, types.OutcomeUnknown:
+		return http.StatusServiceUnavailable
+	case types.PermissionDenied:
+		return http.StatusForbidden
+	case types.Unauthenticated:
+		return http.StatusUnauthorized
+	case types.DeadlineExceeded:
+		return http.StatusGatewayTimeout
+	}
+	return http.StatusInternalServerError
+}
+
+func writeError(w http.ResponseWriter, status int, code, msg string) {
+	w.Header().Set("Content-Type", "application/json")
+	w.WriteHeader(status)
+	_ = json.NewEncoder(w).Encode(map[string]string{"code": code, "message": msg})
+}
+
+// ListenHTTP serves the handler on addr (HTTPS with the TLS files, mTLS with
+// a client CA) until ctx ends; it returns once listening.
+func (d *Daemon) ListenHTTP(addr string) (*http.Server, net.Listener, error) {
+	token := ""
+	if d.serve.TokenFile != "" {
+		data, err := os.ReadFile(d.serve.TokenFile)
+		if err != nil {
+			return nil, nil, fmt.Errorf("serve.token_file: %w", err)
+		}
+		token = strings.TrimSpace(string(data))
+		if token == "" {
+			return nil, nil, fmt.Errorf("serve.token_file %s is empty", d.serve.TokenFile)
+		}
+	}
+	srv := &http.Server{Handler: d.Handler(token), ReadHeaderTimeout: 10 * time.Second}
+	ln, err := net.Listen("tcp", addr)
+	if err != nil {
+		return nil, nil, fmt.Errorf("serve.http %s: %w", addr, err)
+	}
+	if d.serve.TLS.Cert != "" {
+		cert, err := tls.LoadX509KeyPair(d.serve.TLS.Cert, d.serve.TLS.Key)
+		if err != nil {
+			_ = ln.Close()
+			return nil, nil, fmt.Errorf("serve.tls: %w", err)
+		}
+		tc := &tls.Config{Certificates: []tls.Certificate{cert}, MinVersion: tls.VersionTLS12}
+		if d.serve.TLS.ClientCA != "" {
+			pem, err := os.ReadFile(d.serve.TLS.ClientCA)
+			if err != nil {
+				_ = ln.Close()
+				return nil, nil, fmt.Errorf("serve.tls.client_ca: %w", err)
+			}
+			pool := x509.NewCertPool()
+			if !pool.AppendCertsFromPEM(pem) {
+				_ = ln.Close()
+				return nil, nil, fmt.Errorf("serve.tls.client_ca %s: no certificate in it", d.serve.TLS.ClientCA)
+			}
+			tc.ClientCAs, tc.ClientAuth = pool, tls.RequireAndVerifyClientCert
+		}
+		ln = tls.NewListener(ln, tc)
+	}
+	go func() { _ = srv.Serve(ln) }()
+	return srv, ln, nil
+}
+
+// shutdownHTTP stops the HTTP server within grace.
+func shutdownHTTP(srv *http.Server, grace time.Duration) {
+	ctx, cancel := context.WithTimeout(context.Background(), grace)
+	defer cancel()
+	_ = srv.Shutdown(ctx)
+}

@@ -1,0 +1,92 @@
+package serve
+
+import (
+	"context"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"log/slog"
+	"os"
+	"os/signal"
+	"strings"
+	"syscall"
+
+	"github.com/eru-extend/resources/cmd/config"
+	"github.com/eru-extend/resources/types"
+)
+
+// Main runs `<name> serve [--config FILE]` until SIGTERM or SIGINT and
+// returns the exit status.
+func Main(name string, args []string, stderr io.Writer) int {
+	fs := flag.NewFlagSet(name+" serve", flag.ContinueOnError)
+	fs.SetOutput(io.Discard)
+	explicit := fs.String("config", "", "config file")
+	fail := func(err error) int {
+		fmt.Fprintf(stderr, "%s: serve: %s: %s\n", name, types.ClassOf(err), strings.Join(strings.Fields(err.Error()), " "))
+		return types.ClassOf(err).ExitCode()
+	}
+	if err := fs.Parse(args); errors.Is(err, flag.ErrHelp) {
+		fmt.Fprintf(stderr, "usage: %s serve [--config FILE]\n\nRuns the daemon that answers the plugin verbs the binaries forward over a unix socket,\nand /metrics, /healthz, /readyz and the operator API over HTTP (see docs/serve.md).\n", name)
+		return 0
+	} else if err != nil {
+		return fail(types.Invalid("%s", err.Error()))
+	}
+	if fs.NArg() > 0 {
+		return fail(types.Invalid("unexpected argument %q", fs.Arg(0)))
+	}
+	wd, err := os.Getwd()
+	if err != nil {
+		return fail(err)
+	}
+	cfg, err := config.Load(*explicit, name)
+	if err != nil {
+		return fail(err)
+	}
+	sc, err := LoadConfig(cfg.File, wd)
+	if err != nil {
+		return fail(err)
+	}
+	log := slog.New(slog.NewJSONHandler(stderr, nil)).With("daemon", name+" serve", "pid", os.Getpid())
+	if cfg.Log.File != "" {
+		f, err := os.OpenFile(cfg.Log.File, os.O_APPEND|os.O_CREATE|os.O_WRONLY, 0o644)
+		if err != nil {
+			return fail(types.Wrap(types.InvalidArgument, err, "log.file"))
+		}
+		defer f.Close()
+		log = slog.New(slog.NewJSONHandler(f, nil)).With("daemon", name+" serve", "pid", os.Getpid())
+	}
+	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGTERM, syscall.SIGINT)
+	defer stop()
+	d, err := New(ctx, name, wd, cfg, sc, log, nil)
+	if err != nil {
+		return fail(err)
+	}
+	defer d.Close()
+	if err := d.Listen(); err != nil {
+		return fail(types.Wrap(types.Unavailable, err, "listen"))
+	}
+	go d.ServeSocket()
+	listening := []any{"socket", sc.Socket}
+	if sc.HTTP != "" {
+		srv, ln, err := d.ListenHTTP(sc.HTTP)
+		if err != nil {
+			_ = d.Shutdown(0)
+			return fail(types.Wrap(types.Unavailable, err, "listen"))
+		}
+		defer shutdownHTTP(srv, sc.ShutdownGrace)
+		listening = append(listening, "http", ln.Addr().String(), "tls", sc.TLS.Cert != "", "mtls", sc.TLS.ClientCA != "")
+	}
+	if sc.Statsd.Address != "" {
+		sctx, cancel := context.WithCancel(context.Background())
+		defer cancel()
+		go d.pushStatsd(sctx)
+	}
+	log.Info("serving", append(listening, "config", cfg.File, "etcd", cfg.UsesEtcd())...)
+	<-ctx.Done()
+	log.Info("shutting down", "grace", sc.ShutdownGrace.String(), "answered", d.Answered())
+	if err := d.Shutdown(sc.ShutdownGrace); err != nil {
+		log.Warn("shutdown", "error", err.Error())
+	}
+	return 0
+}

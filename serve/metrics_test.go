@@ -1,0 +1,55 @@
+package serve
+
+import (
+	"bytes"
+	"testing"
+
+	"github.com/prometheus/common/expfmt"
+	"github.com/prometheus/common/model"
+	"github.com/stretchr/testify/require"
+
+	"github.com/eru-extend/resources/types"
+)
+
+// TestNodeMetricsAreValidPrometheusText writes samples with awkward label
+// values and parses the text back with Prometheus' own parser.
+func TestNodeMetricsAreValidPrometheusText(t *testing.T) {
+	snap := &nodeSnapshot{
+		descs: map[string]types.MetricDescription{
+			"storage_used":        {Name: "storage_used", Help: "bytes used\nby volumes \\ disks", Type: "gauge", Labels: []string{"podname", "nodename"}},
+			"storage_volume_used": {Name: "storage_volume_used", Help: "per volume", Type: "gauge", Labels: []string{"podname", "nodename", "device"}},
+		},
+		samples: []types.Metric{
+			{Name: "storage_used", Labels: []string{"", "n1"}, Value: "1073741824"},
+			{Name: "storage_volume_used", Labels: []string{"p", "n1", `/data "0"\new` + "\n"}, Value: "5"},
+			{Name: "storage_used", Labels: []string{"p", "n2"}, Value: "0.5"},
+			{Name: "storage_used", Labels: []string{"p"}, Value: "1"},          // label count wrong: left out
+			{Name: "storage_used", Labels: []string{"p", "n3"}, Value: "lots"}, // not a number: left out
+			{Name: "undeclared", Labels: nil, Value: "1"},                      // no description: left out
+		},
+		statuses: []nodeStatus{{NodeID: "n1", Status: "READY"}},
+	}
+	var buf bytes.Buffer
+	require.NoError(t, writeNodeMetrics(&buf, snap))
+	parser := expfmt.NewTextParser(model.LegacyValidation)
+	families, err := parser.TextToMetricFamilies(&buf)
+	require.NoError(t, err, buf.String())
+	require.Len(t, families, 3)
+	require.Len(t, families["storage_used"].Metric, 2)
+	require.Equal(t, "bytes used\nby volumes \\ disks", families["storage_used"].GetHelp())
+	vol := families["storage_volume_used"].Metric[0]
+	device := ""
+	for _, l := range vol.Label {
+		if l.GetName() == "device" {
+			device = l.GetValue()
+		}
+	}
+	require.Equal(t, `/data "0"\new`+"\n", device, "escaped and read back whole")
+	require.Equal(t, 5.0, vol.GetGauge().GetValue())
+	require.Len(t, families["eru_node_status"].Metric, 7)
+	ones := 0
+	for _, m := range families["eru_node_status"].Metric {
+		ones += int(m.GetGauge().GetValue())
+	}
+	require.Equal(t, 1, ones)
+}

@@ -1,0 +1,274 @@
+package serve_test
+
+import (
+	"os"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+
+	"github.com/eru-extend/resources/internal/forward"
+	"github.com/eru-extend/resources/store/boltstore"
+	"github.com/eru-extend/resources/tests/testenv"
+)
+
+// step is one call of a scenario.
+type step struct {
+	bin   string
+	verb  string
+	stdin string
+}
+
+// scenario exercises every verb of both plugins, successes and refusals,
+// in an order where each call depends on the state the ones before left.
+var scenario = []step{
+	{"storage", "name", ``},
+	{"storage", "get-metrics-description", ``},
+	{"storage", "get-node-resource-info", `{"nodename":"n1"}`},
+	{"storage", "add-node", `{"nodename":"n1","resource":{"volumes":["/data0:1T","/data1:1T"],"disks":["/dev/vda:/,/data0:1000:1000:1G:1G"],"storage":"2T"}}`},
+	{"storage", "add-node", `{"nodename":"n1","resource":{"storage":"1T"}}`},
+	{"storage", "add-node", `{"nodename":"n2","resource":{"volumes":["/data0:100G"],"storage":"100G"}}`},
+	{"compute", "add-node", `{"nodename":"n1","resource":{"cpu":8,"memory":"16G"}}`},
+	{"compute", "add-node", `{"nodename":"n2","resource":{"cpu":2,"memory":"2G"}}`},
+	{"storage", "get-nodes-deploy-capacity", `{"nodenames":["n1","n2","n3"],"workload_resource":{"volumes":["AUTO:/data:rw:10G"],"storage":"1G"}}`},
+	{"compute", "get-nodes-deploy-capacity", `{"nodenames":["n1","n2","n3"],"workload_resource":{"cpu":1,"memory":"1G"}}`},
+	{"storage", "calculate-deploy", `{"nodename":"n1","deploy_count":2,"workload_resource_request":{"volumes":["AUTO:/data:rw:10G"],"storage":"1G"}}`},
+	{"storage", "calculate-deploy", `{"nodename":"n2","deploy_count":50,"workload_resource_request":{"volumes":["AUTO:/data:rw:10G"]}}`},
+	{"compute", "calculate-deploy", `{"nodename":"n1","deploy_count":3,"workload_resource_request":{"cpu":1,"memory":"1G"}}`},
+	{"storage", "set-node-resource-usage", `{"nodename":"n1","resource_request":{"volumes":["/data0:10G"],"storage":"1G"},"delta":true,"incr":true}`},
+	{"compute", "set-node-resource-usage", `{"nodename":"n1","resource_request":{"cpu":2,"memory":"2G"},"delta":true,"incr":true}`},
+	{"storage", "set-node-resource-usage", `{"nodename":"n2","resource_request":{"storage":"1P"},"delta":true,"incr":true}`},
+	{"storage", "get-node-resource-info", `{"nodename":"n1","workloads_resource":[]}`},
+	{"compute", "get-node-resource-info", `{"nodename":"n1","workloads_resource":[]}`},
+	{"storage", "set-node-resource-capacity", `{"nodename":"n2","resource_request":{"storage":"200G"},"delta":false}`},
+	{"compute", "set-node-resource-capacity", `{"nodename":"n2","resource_request":{"cpu":-1},"delta":true,"incr":true}`},
+	{"storage", "get-most-idle-node", `{"nodenames":["n1","n2"]}`},
+	{"compute", "get-most-idle-node", `{"nodenames":["n1","n2"]}`},
+	{"storage", "calculate-realloc", `{"nodename":"n1","workload_resource":{},"workload_resource_request":{"storage":"1G"}}`},
+	{"storage", "calculate-remap", `{"nodename":"n1","workloads_resource":{}}`},
+	{"storage", "fix-node-resource", `{"nodename":"n1","workloads_resource":[]}`},
+	{"compute", "fix-node-resource", `{"nodename":"n9","workloads_resource":[]}`},
+	{"storage", "get-metrics", `{"podname":"p1","nodename":"n1"}`},
+	{"compute", "get-metrics", `{"nodes":[{"podname":"p1","nodename":"n1"},{"podname":"p1","nodename":"n2"}]}`},
+	{"storage", "set-node-resource-info", `{"nodename":"n3","capacity":{"volumes":{"/data0":1000},"disks":[],"storage":1000},"usage":{"volumes":{"/data0":0},"disks":[],"storage":0}}`},
+	{"storage", "calculate-deploy", `not json`},
+	{"storage", "calculate-deploy", ``},
+	{"storage", "calculate-deploy", `{"nodename":"bad/name","deploy_count":1}`},
+	{"compute", "calculate-deploy", `{"nodename":"n1","deploy_count":1,"workload_resource_request":{"cpu":"lots"}}`},
+	{"storage", "remove-node", `{"nodename":"n2"}`},
+	{"storage", "remove-node", `{"nodename":"n2"}`},
+	{"compute", "remove-node", `{"nodename":"n2"}`},
+	{"storage", "get-nodes-deploy-capacity", `{"nodenames":["n1","n2","n3"],"workload_resource":{}}`},
+}
+
+// TestForwardedCallsAnswerTheBytesOfALocalCall runs the scenario twice on
+// fresh stores, once through a daemon and once with none, and compares
+// every call's stdout, stderr and exit status byte for byte; the daemon's
+// own count proves the calls went through it.
+func TestForwardedCallsAnswerTheBytesOfALocalCall(t *testing.T) {
+	testenv.Backends(t, func(t *testing.T, served *testenv.Env) {
+		var plain *testenv.Env
+		if served.Kind == "etcd" {
+			plain = testenv.NewEtcd(t)
+		} else {
+			plain = testenv.NewEmbedded(t)
+		}
+		if d := served.Daemon(); d != nil { // ERU_TEST_SERVE=1 started one without HTTP
+			d.Stop(t)
+		}
+		addr := testenv.FreeAddr(t)
+		withServe(t, served, "http: "+addr)
+		d := served.Serve(t, addr)
+		d.WaitHTTP(t)
+		verbs := 0
+		for i, s := range scenario {
+			got := served.Exec(t, s.bin, []byte(s.stdin), s.verb)
+			want := local(t, plain, s.bin, []byte(s.stdin), s.verb)
+			// The embedded store's path and the etcd prefix differ between
+			// the two folders; nothing else may.
+			wantErr := strings.ReplaceAll(want.Stderr, plain.Dir, served.Dir)
+			wantErr = strings.ReplaceAll(wantErr, plain.Prefix, served.Prefix)
+			require.Equal(t, want.Code, got.Code, "step %d %s %s: local %s, forwarded %s", i, s.bin, s.verb, describe(want), describe(got))
+			require.Equal(t, want.Stdout, got.Stdout, "step %d %s %s", i, s.bin, s.verb)
+			require.Equal(t, wantErr, got.Stderr, "step %d %s %s", i, s.bin, s.verb)
+			verbs++
+		}
+		require.Equal(t, verbs, d.Forwarded(t), "every call went through the daemon")
+	})
+}
+
+// TestCallsRunLocallyWithoutAnAnsweringDaemon covers the socket's absence,
+// a stale socket file nobody listens on, and a daemon that starts on a
+// stale socket.
+func TestCallsRunLocallyWithoutAnAnsweringDaemon(t *testing.T) {
+	env := testenv.NewEmbedded(t)
+	if d := env.Daemon(); d != nil {
+		d.Stop(t)
+	}
+	sock := env.Dir + "/eru-resources.sock"
+	_, err := os.Stat(sock)
+	require.True(t, os.IsNotExist(err), "a stopped daemon removes its socket")
+	env.Call(t, "storage", "add-node", obj{"nodename": "n1", "resource": obj{"storage": "1T"}}, nil)
+
+	// A socket file left by a daemon that died: connecting is refused.
+	d := env.Serve(t, "")
+	d.Kill()
+	_, err = os.Stat(sock)
+	require.NoError(t, err, "a killed daemon leaves its socket behind")
+	var info struct {
+		Capacity struct {
+			Storage int64 `json:"storage"`
+		} `json:"capacity"`
+	}
+	env.Call(t, "storage", "get-node-resource-info", obj{"nodename": "n1"}, &info)
+	require.Equal(t, int64(1<<40), info.Capacity.Storage)
+
+	// A new daemon removes the stale socket and serves.
+	addr := testenv.FreeAddr(t)
+	withServe(t, env, "http: "+addr)
+	d = env.Serve(t, addr)
+	d.WaitHTTP(t)
+	env.Call(t, "storage", "get-node-resource-info", obj{"nodename": "n1"}, &info)
+	require.Equal(t, 1, d.Forwarded(t))
+	require.Contains(t, d.Log(), "removed a stale socket")
+
+	// A second daemon on a live socket refuses to start.
+	res := env.Exec(t, "storage", nil, "serve")
+	require.Equal(t, 7, res.Code, describe(res))
+	require.Contains(t, res.Stderr, "another daemon is answering on it")
+}
+
+// TestADaemonKilledUnderAWriteLeavesTheOutcomeUnknown holds the embedded
+// store's lock so that the daemon's calls wait for it, kills the daemon
+// under a write and under a read: the write's client says its outcome is
+// unknown (and does not run it again), the read's client runs it itself.
+func TestADaemonKilledUnderAWriteLeavesTheOutcomeUnknown(t *testing.T) {
+	env := testenv.NewEmbedded(t)
+	if d := env.Daemon(); d != nil {
+		d.Stop(t)
+	}
+	cfg := "embedded:\n  path: " + strconv.Quote(env.DB) + "\n  lock_timeout: 20s\n"
+	for _, n := range []string{"storage.yaml", "compute.yaml"} {
+		require.NoError(t, os.WriteFile(env.Dir+"/"+n, []byte(cfg), 0o644))
+	}
+	env.Call(t, "storage", "add-node", obj{"nodename": "n1", "resource": obj{"storage": "1T"}}, nil)
+	before := env.Dump(t)
+
+	for _, c := range []struct {
+		name, verb, stdin string
+		write             bool
+	}{
+		{"a write", "set-node-resource-usage", `{"nodename":"n1","resource_request":{"storage":"1G"},"delta":true,"incr":true}`, true},
+		{"a read", "get-node-resource-info", `{"nodename":"n1"}`, false},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			d := env.Serve(t, "")
+			held, err := boltstore.Open(env.DB, boltstore.Options{Prefix: env.Prefix, LockTimeout: 5 * time.Second})
+			require.NoError(t, err)
+			done := make(chan testenv.Result, 1)
+			go func() { done <- env.Exec(t, "storage", []byte(c.stdin), c.verb) }()
+			time.Sleep(500 * time.Millisecond) // the daemon took the call and waits for the lock
+			d.Kill()
+			if c.write {
+				res := <-done
+				require.NoError(t, held.Close())
+				require.Equal(t, 128, res.Code, describe(res))
+				require.Empty(t, res.Stdout)
+				require.Regexp(t, `^storage: set-node-resource-usage: node n1: unavailable: outcome unknown: the serve daemon at \S+ took the call and closed the connection before answering`, res.Stderr)
+				require.Equal(t, before, env.Dump(t), "the daemon died before writing, and the client did not write either")
+				return
+			}
+			time.Sleep(200 * time.Millisecond)
+			require.NoError(t, held.Close()) // the client's own run gets the lock
+			res := <-done
+			require.Equal(t, 0, res.Code, describe(res))
+			require.Contains(t, res.Stdout, `"storage":1099511627776`)
+		})
+	}
+}
+
+// TestTheForwarderKnowsEveryVerb keeps the forwarder's table of verbs (it
+// cannot import the engine's) equal to the command tree's.
+func TestTheForwarderKnowsEveryVerb(t *testing.T) {
+	env := testenv.NewEmbedded(t)
+	res := local(t, env, "storage", nil, "help")
+	require.Equal(t, 0, res.Code)
+	for verb := range forward.Verbs {
+		require.Contains(t, res.Stdout, "   "+verb+" ", "the binary has no verb %q", verb)
+	}
+	var listed []string
+	inVerbs := false
+	for _, line := range strings.Split(res.Stdout, "\n") {
+		if strings.Contains(line, "core plugin verbs") {
+			inVerbs = true
+			continue
+		}
+		if inVerbs {
+			f := strings.Fields(line)
+			if len(f) == 0 || strings.HasSuffix(line, ":") {
+				break
+			}
+			listed = append(listed, strings.TrimSuffix(f[0], ","))
+		}
+	}
+	require.NotEmpty(t, listed)
+	for _, v := range listed {
+		_, ok := forward.Verbs[v]
+		require.True(t, ok, "verb %q is not forwarded", v)
+	}
+}
+
+// TestTheThinFrontAnswersLikeTheFullBinary runs the scenario through the
+// small forwarding front (cmd/forwarder) three ways — forwarded to a
+// daemon, declined by a daemon (its config changed since it started, so
+// the front hands the stdin it already read to the full binary it execs),
+// and with no daemon at all — and compares each call with the full binary
+// run locally.
+func TestTheThinFrontAnswersLikeTheFullBinary(t *testing.T) {
+	front := thinFront(t)
+	testenv.Backends(t, func(t *testing.T, plain *testenv.Env) {
+		fresh := func() *testenv.Env {
+			if plain.Kind == "etcd" {
+				return testenv.NewEtcd(t)
+			}
+			return testenv.NewEmbedded(t)
+		}
+		if d := plain.Daemon(); d != nil {
+			d.Stop(t)
+		}
+		served, declined, alone := fresh(), fresh(), fresh()
+		for _, env := range []*testenv.Env{served, declined, alone} {
+			if d := env.Daemon(); d != nil {
+				d.Stop(t)
+			}
+		}
+		addr := testenv.FreeAddr(t)
+		withServe(t, served, "http: "+addr)
+		d := served.Serve(t, addr)
+		d.WaitHTTP(t)
+		declinedAddr := testenv.FreeAddr(t)
+		withServe(t, declined, "http: "+declinedAddr)
+		dd := declined.Serve(t, declinedAddr)
+		dd.WaitHTTP(t)
+		later := time.Now().Add(time.Minute)
+		require.NoError(t, os.Chtimes(declined.Dir+"/storage.yaml", later, later))
+		require.NoError(t, os.Chtimes(declined.Dir+"/compute.yaml", later, later))
+
+		for i, s := range scenario {
+			want := local(t, plain, s.bin, []byte(s.stdin), s.verb)
+			for _, env := range []*testenv.Env{served, declined, alone} {
+				got := execPath(t, env, front+"/"+s.bin, []byte(s.stdin), s.verb)
+				wantErr := strings.ReplaceAll(want.Stderr, plain.Dir, env.Dir)
+				wantErr = strings.ReplaceAll(wantErr, plain.Prefix, env.Prefix)
+				require.Equal(t, want.Code, got.Code, "step %d %s %s: local %s, front %s", i, s.bin, s.verb, describe(want), describe(got))
+				require.Equal(t, want.Stdout, got.Stdout, "step %d %s %s", i, s.bin, s.verb)
+				require.Equal(t, wantErr, got.Stderr, "step %d %s %s", i, s.bin, s.verb)
+			}
+		}
+		require.Equal(t, len(scenario), d.Forwarded(t))
+		require.Equal(t, 0, dd.Forwarded(t), "the declining daemon ran nothing")
+		require.Equal(t, float64(len(scenario)), sumMetric(t, dd, `eru_serve_requests_total{result="declined"`), "it declined every call")
+	})
+}

@@ -1,0 +1,125 @@
+// Package serve_test checks the serve daemon through the built binaries:
+// forwarded calls answer the bytes a local call answers, reads through
+// one daemon see writes acknowledged through another or through none, the
+// watch cache survives compaction and etcd restarts, the socket and the
+// HTTP API refuse whom they must, and a daemon killed under a write leaves
+// its client saying the outcome is unknown.
+package serve_test
+
+import (
+	"bytes"
+	"encoding/json"
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"github.com/stretchr/testify/require"
+
+	"github.com/eru-extend/resources/tests/testenv"
+)
+
+type obj = map[string]any
+
+// withServe adds a serve section to the Env's config files (both), keeping
+// the rest.
+func withServe(t testing.TB, env *testenv.Env, lines ...string) {
+	t.Helper()
+	cfg := env.ConfigYAML() + "serve:\n"
+	for _, l := range lines {
+		cfg += "  " + l + "\n"
+	}
+	for _, name := range []string{"storage.yaml", "compute.yaml"} {
+		require.NoError(t, os.WriteFile(filepath.Join(env.Dir, name), []byte(cfg), 0o644))
+	}
+}
+
+// local runs a call in the Env without any daemon.
+func local(t testing.TB, env *testenv.Env, bin string, stdin []byte, args ...string) testenv.Result {
+	t.Helper()
+	t.Setenv("ERU_RESOURCE_NO_FORWARD", "1")
+	defer os.Unsetenv("ERU_RESOURCE_NO_FORWARD")
+	return env.Exec(t, bin, stdin, args...)
+}
+
+func mustJSON(t testing.TB, v any) []byte {
+	t.Helper()
+	data, err := json.Marshal(v)
+	require.NoError(t, err)
+	return data
+}
+
+// metric is the value of the first sample of /metrics whose line starts
+// with prefix.
+func metric(t testing.TB, d *testenv.Daemon, prefix string) string {
+	t.Helper()
+	_, body := d.Get(t, "/metrics")
+	for _, line := range strings.Split(body, "\n") {
+		if strings.HasPrefix(line, prefix) {
+			f := strings.Fields(line)
+			return f[len(f)-1]
+		}
+	}
+	return ""
+}
+
+func describe(r testenv.Result) string {
+	return fmt.Sprintf("exit %d, stdout %q, stderr %q", r.Code, r.Stdout, r.Stderr)
+}
+
+// thinFront builds cmd/forwarder as storage and compute in a folder of its
+// own, with the full binaries in its libexec/, and returns that folder.
+func thinFront(t testing.TB) string {
+	t.Helper()
+	dir := t.TempDir()
+	require.NoError(t, os.MkdirAll(filepath.Join(dir, "libexec"), 0o755))
+	c := exec.Command("go", "build", "-o", filepath.Join(dir, "storage"), "./cmd/forwarder")
+	c.Dir = testenv.Root()
+	out, err := c.CombinedOutput()
+	require.NoError(t, err, "%s", out)
+	require.NoError(t, os.Link(filepath.Join(dir, "storage"), filepath.Join(dir, "compute")))
+	for _, b := range []string{"storage", "compute"} {
+		require.NoError(t, os.Symlink(testenv.Bin(t, b), filepath.Join(dir, "libexec", b)))
+	}
+	return dir
+}
+
+// execPath runs the binary at path with args in the Env's folder.
+func execPath(t testing.TB, env *testenv.Env, path string, stdin []byte, args ...string) testenv.Result {
+	t.Helper()
+	c := exec.Command(path, args...)
+	c.Dir = env.Dir
+	c.Env = append(os.Environ(), "ERU_RESOURCE_CONFIG_PATH=")
+	c.Stdin = bytes.NewReader(stdin)
+	var out, errb bytes.Buffer
+	c.Stdout, c.Stderr = &out, &errb
+	err := c.Run()
+	res := testenv.Result{Stdout: out.String(), Stderr: errb.String()}
+	if err != nil {
+		exit, ok := err.(*exec.ExitError)
+		require.True(t, ok, "running %s %v: %v", path, args, err)
+		res.Code = exit.ExitCode()
+	}
+	return res
+}
+
+// sumMetric adds the values of every /metrics line starting with prefix.
+func sumMetric(t testing.TB, d *testenv.Daemon, prefix string) float64 {
+	t.Helper()
+	_, body := d.Get(t, "/metrics")
+	sum := 0.0
+	for _, line := range strings.Split(body, "\n") {
+		if strings.HasPrefix(line, prefix) {
+			var v float64
+			f := strings.Fields(line)
+			_, err := fmt.Sscan(f[len(f)-1], &v)
+			require.NoError(t, err)
+			sum += v
+		}
+	}
+	return sum
+}
+
+func jsonUnmarshal(s string, v any) error { return json.Unmarshal([]byte(s), v) }

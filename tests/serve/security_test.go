@@ -1,0 +1,263 @@
+package serve_test
+
+import (
+	"bytes"
+	"crypto/ecdsa"
+	"crypto/elliptic"
+	"crypto/rand"
+	"crypto/tls"
+	"crypto/x509"
+	"crypto/x509/pkix"
+	"encoding/pem"
+	"io"
+	"math/big"
+	"net"
+	"net/http"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+
+	"github.com/eru-extend/resources/tests/testenv"
+)
+
+const nobody = 65534
+
+// TestTheSocketRefusesPeersOfAnotherUID runs the binary as another user
+// against a daemon run by this one: by the socket's permissions, or, when
+// they let the peer connect, by its credentials (SO_PEERCRED), the daemon
+// refuses it and the binary runs the call itself; listed in allowed_uids,
+// the peer is served.
+func TestTheSocketRefusesPeersOfAnotherUID(t *testing.T) {
+	if os.Getuid() != 0 {
+		t.Skip("running a child as another uid needs root")
+	}
+	for _, c := range []struct {
+		name      string
+		serve     []string
+		forwarded int
+		refused   bool
+	}{
+		{"the socket's mode keeps it out", nil, 0, false},
+		{"its credentials are refused", []string{`socket_mode: "0666"`}, 0, true},
+		{"a listed uid is served", []string{`socket_mode: "0666"`, "allowed_uids: [65534]"}, 1, false},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			env := testenv.NewEmbedded(t)
+			if d := env.Daemon(); d != nil {
+				d.Stop(t)
+			}
+			addr := testenv.FreeAddr(t)
+			writeConfig(t, env, env.ConfigYAML(), append([]string{"http: " + addr}, c.serve...)...)
+			d := env.Serve(t, addr)
+			d.WaitHTTP(t)
+			// The peer must reach the folder and a binary it may run.
+			for dir := env.Dir; dir != "/" && dir != os.TempDir(); dir = filepath.Dir(dir) {
+				require.NoError(t, os.Chmod(dir, 0o755))
+			}
+			bin := filepath.Join(env.Dir, "storage-copy")
+			data, err := os.ReadFile(testenv.Bin(t, "storage"))
+			require.NoError(t, err)
+			require.NoError(t, os.WriteFile(bin, data, 0o755))
+
+			child := exec.Command(bin, "name")
+			child.Dir = env.Dir
+			child.Env = []string{"PATH=/usr/bin:/bin"}
+			child.SysProcAttr = &syscall.SysProcAttr{Credential: &syscall.Credential{Uid: nobody, Gid: nobody}}
+			var out, errb bytes.Buffer
+			child.Stdout, child.Stderr = &out, &errb
+			require.NoError(t, child.Run(), errb.String())
+			require.Equal(t, "\"storage\"\n", out.String(), "the call is answered either way")
+			require.Equal(t, c.forwarded, d.Forwarded(t))
+			if c.refused {
+				require.Contains(t, d.Log(), `"msg":"peer refused on the socket"`)
+				require.Contains(t, d.Log(), `"uid":65534`)
+				require.Equal(t, "1", metric(t, d, `eru_serve_requests_total{result="refused",verb=""}`))
+			} else {
+				require.NotContains(t, d.Log(), "peer refused")
+			}
+		})
+	}
+}
+
+func request(t *testing.T, client *http.Client, method, url, token, body string) (int, string) {
+	t.Helper()
+	req, err := http.NewRequest(method, url, strings.NewReader(body))
+	require.NoError(t, err)
+	if token != "" {
+		req.Header.Set("Authorization", "Bearer "+token)
+	}
+	resp, err := client.Do(req)
+	require.NoError(t, err)
+	defer resp.Body.Close()
+	data, err := io.ReadAll(resp.Body)
+	require.NoError(t, err)
+	return resp.StatusCode, string(data)
+}
+
+// TestTheOperatorAPIWritesOnlyWithTheToken: reads are open, writes need the
+// bearer token of serve.token_file (none configured: read-only), error
+// classes come back as HTTP statuses, and the token is never logged.
+func TestTheOperatorAPIWritesOnlyWithTheToken(t *testing.T) {
+	const token = "s3cret-Token-4f1c9a"
+	env := testenv.NewEtcd(t)
+	if d := env.Daemon(); d != nil {
+		d.Stop(t)
+	}
+	env.Call(t, "storage", "add-node", obj{"nodename": "n1", "resource": obj{"storage": "1T"}}, nil)
+	logFile := filepath.Join(env.Dir, "serve.log")
+
+	t.Run("without a token file the API is read-only", func(t *testing.T) {
+		addr := testenv.FreeAddr(t)
+		writeConfig(t, env, env.ConfigYAML(), "http: "+addr)
+		d := env.Serve(t, addr)
+		d.WaitHTTP(t)
+		code, body := request(t, http.DefaultClient, "GET", "http://"+addr+"/v1/nodes/n1", "", "")
+		require.Equal(t, 200, code, body)
+		require.Contains(t, body, `"node_id":"n1"`)
+		code, body = request(t, http.DefaultClient, "POST", "http://"+addr+"/v1/nodes/n1:drain", token, "")
+		require.Equal(t, 403, code, body)
+		require.JSONEq(t, `{"code":"permission_denied","message":"the operator API is read-only: serve.token_file is not set"}`, body)
+		d.Stop(t)
+	})
+
+	t.Run("with a token file writes need the token", func(t *testing.T) {
+		addr := testenv.FreeAddr(t)
+		require.NoError(t, os.WriteFile(filepath.Join(env.Dir, "token"), []byte(token+"\n"), 0o600))
+		writeConfig(t, env, env.ConfigYAML()+"log:\n  file: serve.log\n", "http: "+addr, "token_file: token")
+		d := env.Serve(t, addr)
+		d.WaitHTTP(t)
+		base := "http://" + addr
+		for _, c := range []struct {
+			name, method, path, token, body string
+			status                          int
+			contains                        string
+		}{
+			{"a write without the token", "POST", "/v1/nodes/n1:drain", "", "", 401, `"code":"unauthenticated"`},
+			{"a write with another token", "POST", "/v1/nodes/n1:drain", "wrong", "", 401, `"code":"unauthenticated"`},
+			{"a read without the token", "GET", "/v1/nodes?status=READY", "", "", 200, `"node_id":"n1"`},
+			{"a write with the token", "POST", "/v1/nodes/n1:drain", token, `{"command_id":"c1"}`, 200, `"drain":true`},
+			{"a replay of the command", "POST", "/v1/nodes/n1:drain", token, `{"command_id":"c1"}`, 200, `"drain":true`},
+			{"the same id with other arguments", "POST", "/v1/nodes/n1:isolate", token, `{"command_id":"c1"}`, 409, `"code":"already_exists"`},
+			{"a stale version", "POST", "/v1/nodes/n1:cancel-drain", token, `{"if_version":1}`, 409, `"code":"aborted"`},
+			{"an unknown node", "POST", "/v1/nodes/n9:drain", token, "", 404, `"code":"not_found"`},
+			{"an unknown operation", "POST", "/v1/nodes/n1:explode", token, "", 404, `"code":"not_found"`},
+			{"a retirement", "POST", "/v1/nodes/n1:retire", token, "", 200, `"status":"RETIRED"`},
+			{"a refused precondition", "POST", "/v1/nodes/n1:admit", token, "", 400, `"code":"failed_precondition"`},
+			{"overcommit defaults", "PUT", "/v1/overcommit/defaults", token, `{"cpu":2000,"memory":1000}`, 200, `"cpu":2000`},
+			{"overcommit defaults read", "GET", "/v1/overcommit/defaults", "", "", 200, `"memory":1000`},
+			{"a bad ratio", "PUT", "/v1/overcommit/nodes/n1", token, `{"cpu":0}`, 400, `"code":"invalid_argument"`},
+			{"pools are not there yet", "GET", "/v1/pools", "", "", 501, `"code":"unimplemented"`},
+		} {
+			code, body := request(t, http.DefaultClient, c.method, base+c.path, c.token, c.body)
+			require.Equal(t, c.status, code, "%s: %s", c.name, body)
+			require.Contains(t, body, c.contains, c.name)
+		}
+		code, body := request(t, http.DefaultClient, "GET", base+"/metrics", "", "")
+		require.Equal(t, 200, code)
+		d.Stop(t)
+		logged, err := os.ReadFile(logFile)
+		require.NoError(t, err)
+		require.Contains(t, string(logged), "operator call", "the daemon logs its calls")
+		for _, where := range []string{string(logged), d.Log(), body} {
+			require.NotContains(t, where, token)
+		}
+	})
+}
+
+// TestAClientCAMakesClientsPresentACertificate: with serve.tls.client_ca, a
+// client without a certificate signed by it does not get through the
+// handshake; one with it does.
+func TestAClientCAMakesClientsPresentACertificate(t *testing.T) {
+	env := testenv.NewEmbedded(t)
+	if d := env.Daemon(); d != nil {
+		d.Stop(t)
+	}
+	env.Call(t, "storage", "add-node", obj{"nodename": "n1", "resource": obj{"storage": "1T"}}, nil)
+	dir := env.Dir
+	ca := newCA(t)
+	ca.issue(t, dir, "server", true)
+	ca.issue(t, dir, "client", false)
+	writePEM(t, filepath.Join(dir, "ca.pem"), "CERTIFICATE", ca.cert.Raw)
+	addr := testenv.FreeAddr(t)
+	writeConfig(t, env, env.ConfigYAML(), "http: "+addr, "tls:", "  cert: server.pem", "  key: server-key.pem", "  client_ca: ca.pem")
+	d := env.Serve(t, addr)
+
+	roots := x509.NewCertPool()
+	roots.AddCert(ca.cert)
+	anonymous := &http.Client{Transport: &http.Transport{TLSClientConfig: &tls.Config{RootCAs: roots}}}
+	cert, err := tls.LoadX509KeyPair(filepath.Join(dir, "client.pem"), filepath.Join(dir, "client-key.pem"))
+	require.NoError(t, err)
+	known := &http.Client{Transport: &http.Transport{TLSClientConfig: &tls.Config{RootCAs: roots, Certificates: []tls.Certificate{cert}}}}
+
+	deadline := time.Now().Add(20 * time.Second)
+	for {
+		resp, err := known.Get("https://" + addr + "/healthz")
+		if err == nil {
+			_ = resp.Body.Close()
+			require.Equal(t, 200, resp.StatusCode)
+			break
+		}
+		require.True(t, time.Now().Before(deadline), "HTTPS did not answer: %v %s", err, d.Log())
+		time.Sleep(20 * time.Millisecond)
+	}
+	code, body := request(t, known, "GET", "https://"+addr+"/v1/nodes", "", "")
+	require.Equal(t, 200, code, body)
+	_, err = anonymous.Get("https://" + addr + "/v1/nodes")
+	require.Error(t, err, "a client without a certificate gets no answer")
+	if resp, err := http.Get("http://" + addr + "/healthz"); err == nil {
+		_ = resp.Body.Close()
+		require.Equal(t, 400, resp.StatusCode, "plain HTTP is not served")
+	}
+}
+
+type authority struct {
+	cert *x509.Certificate
+	key  *ecdsa.PrivateKey
+}
+
+func newCA(t *testing.T) *authority {
+	key, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
+	require.NoError(t, err)
+	tmpl := &x509.Certificate{
+		SerialNumber: big.NewInt(1), Subject: pkix.Name{CommonName: "serve test CA"},
+		NotBefore: time.Now().Add(-time.Hour), NotAfter: time.Now().Add(time.Hour),
+		IsCA: true, BasicConstraintsValid: true, KeyUsage: x509.KeyUsageCertSign,
+	}
+	der, err := x509.CreateCertificate(rand.Reader, tmpl, tmpl, &key.PublicKey, key)
+	require.NoError(t, err)
+	cert, err := x509.ParseCertificate(der)
+	require.NoError(t, err)
+	return &authority{cert: cert, key: key}
+}
+
+func (a *authority) issue(t *testing.T, dir, name string, server bool) {
+	key, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
+	require.NoError(t, err)
+	serial, err := rand.Int(rand.Reader, big.NewInt(1<<62))
+	require.NoError(t, err)
+	tmpl := &x509.Certificate{
+		SerialNumber: serial, Subject: pkix.Name{CommonName: name},
+		NotBefore: time.Now().Add(-time.Hour), NotAfter: time.Now().Add(time.Hour),
+		KeyUsage: x509.KeyUsageDigitalSignature, ExtKeyUsage: []x509.ExtKeyUsage{x509.ExtKeyUsageClientAuth},
+	}
+	if server {
+		tmpl.ExtKeyUsage = []x509.ExtKeyUsage{x509.ExtKeyUsageServerAuth}
+		tmpl.IPAddresses = []net.IP{net.ParseIP("127.0.0.1")}
+	}
+	der, err := x509.CreateCertificate(rand.Reader, tmpl, a.cert, &key.PublicKey, a.key)
+	require.NoError(t, err)
+	writePEM(t, filepath.Join(dir, name+".pem"), "CERTIFICATE", der)
+	kder, err := x509.MarshalECPrivateKey(key)
+	require.NoError(t, err)
+	writePEM(t, filepath.Join(dir, name+"-key.pem"), "EC PRIVATE KEY", kder)
+}
+
+func writePEM(t *testing.T, path, kind string, der []byte) {
+	require.NoError(t, os.WriteFile(path, pem.EncodeToMemory(&pem.Block{Type: kind, Bytes: der}), 0o600))
+}
