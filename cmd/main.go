@@ -189,12 +189,12 @@ func policy(cfg *config.Config) nodes.Policy {
 }
 
 // engine builds the verb engine of the binary's resource.
-func (r *runner) engine(cfg *config.Config, open func(context.Context, bool) (store.Store, error)) (engine.Handlers, error) {
+func (r *runner) engine(cfg *config.Config, open func(context.Context, bool) (store.Store, error), log *slog.Logger) (engine.Handlers, error) {
 	res, ok := lookupResource(r.name)
 	if !ok {
 		return nil, types.Errorf(types.Internal, "no resource is called %q", r.name)
 	}
-	return res.engine(setup{open: open, plugins: plugins(), policy: policy(cfg), maxDeploy: cfg.Scheduler.MaxDeployCount}), nil
+	return res.engine(setup{open: open, plugins: plugins(), policy: policy(cfg), maxDeploy: cfg.Scheduler.MaxDeployCount, log: log}), nil
 }
 
 // logger writes to the configured log file, or nowhere.
