@@ -272,6 +272,20 @@ func TestNodesThatAlreadyExist(t *testing.T) {
 			require.Equal(t, "READY", r.Status)
 			require.Equal(t, "READY", nodeGet(t, env, "phantom").Status)
 		})
+		t.Run("nodes forget deletes the registration of a name no plugin has a record of", func(t *testing.T) {
+			r := nodeOp(t, env, "forget", "phantom")
+			require.Equal(t, "phantom", r.NodeID)
+			require.Equal(t, 3, env.Op(t, "storage", "nodes", "get", "phantom").Code)
+			require.NotContains(t, env.Dump(t), "/nodes/phantom")
+		})
+		t.Run("nodes forget refuses a node with a record, and a tombstone", func(t *testing.T) {
+			line := opFails(t, env, 4, "nodes", "forget", "template")
+			require.Contains(t, line, "failed_precondition: node template is READY: the storage plugin still has a record of it")
+			env.Call(t, "storage", "remove-node", obj{"nodename": "legacy"}, nil)
+			line = opFails(t, env, 4, "nodes", "forget", "legacy")
+			require.Contains(t, line, "failed_precondition: node legacy is RETIRED: a retired node's tombstone stays for ever")
+			opFails(t, env, 3, "nodes", "forget", "ghost")
+		})
 		t.Run("a heartbeat of a node with a record but no registration registers it", func(t *testing.T) {
 			env.Put(t, "/resource/storage/legacy3", record)
 			r := nodeOp(t, env, "heartbeat", "legacy3", "--proc-root", t.TempDir(), "--clock-sync", "SYNCHRONIZED")
