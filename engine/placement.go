@@ -62,10 +62,9 @@ func (e *Engine[N, W]) DeployCapacity(ctx context.Context, req *types.Request) (
 	if err != nil {
 		return nil, err
 	}
-	log := e.log()
+	e.logLeftOut("get-nodes-deploy-capacity", names, why)
 	for i, n := range names {
 		if why[i] != "" {
-			log.Info("node left out", "verb", "get-nodes-deploy-capacity", "node", n, "reason", why[i])
 			continue
 		}
 		if caps[i].Capacity <= 0 {
@@ -79,6 +78,30 @@ func (e *Engine[N, W]) DeployCapacity(ctx context.Context, req *types.Request) (
 		}
 	}
 	return answer, nil
+}
+
+// maxLeftOutLines bounds the lines one query logs about nodes it left out;
+// past it one line counts the rest.
+const maxLeftOutLines = 1000
+
+// logLeftOut logs, for every node a query left out (why[i] != ""), the
+// reason, as Nomad's FilterNode metrics do.
+func (e *Engine[N, W]) logLeftOut(verb string, names, why []string) {
+	log := e.log()
+	logged, more := 0, 0
+	for i, n := range names {
+		switch {
+		case why[i] == "":
+		case logged < maxLeftOutLines:
+			log.Info("node left out", "verb", verb, "node", n, "reason", why[i])
+			logged++
+		default:
+			more++
+		}
+	}
+	if more > 0 {
+		log.Info("more nodes left out", "verb", verb, "count", more)
+	}
 }
 
 // Deploy plans deploy_count workloads on the node.
@@ -150,7 +173,6 @@ func (e *Engine[N, W]) MostIdle(ctx context.Context, req *types.Request) (any, e
 	out := map[string]N{}
 	for i, n := range names {
 		if why[i] != "" {
-			e.log().Info("node left out", "verb", "get-most-idle-node", "node", n, "reason", why[i])
 			skipped = append(skipped, n+" ("+why[i]+")")
 			continue
 		}
@@ -159,6 +181,7 @@ func (e *Engine[N, W]) MostIdle(ctx context.Context, req *types.Request) (any, e
 			out[n] = recs[i].rec
 		}
 	}
+	e.logLeftOut("get-most-idle-node", names, why)
 	if len(placeable) == 0 {
 		return nil, types.Errorf(types.FailedPrecondition, "no node may take new work: %s", strings.Join(skipped, ", "))
 	}
