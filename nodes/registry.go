@@ -324,7 +324,7 @@ func (r *Registry) Heartbeat(ctx context.Context, node string, m Measurement, tt
 		}
 		if st.reg == nil {
 			if len(st.records) == 0 && !register {
-				return nil, types.Errorf(types.NotFound, "node %s is not registered and no plugin has a record of it: add it to core first, or register it explicitly", node)
+				return nil, types.Errorf(types.NotFound, "node %s is not registered and no plugin has a record of it: add it to core first, or register it on purpose (heartbeat --register)", node)
 			}
 			st.reg = NewRegistration(node, now)
 		} else if err := cmd.CheckVersion("node "+node+" registration", st.reg.Version); err != nil {
