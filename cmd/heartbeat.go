@@ -21,6 +21,7 @@ func (r *runner) heartbeatCommand() *cli.Command {
 			&cli.StringFlag{Name: "proc-root", Value: "/proc", Usage: "read boot_id, meminfo and pressure under this folder"},
 			&cli.StringFlag{Name: "clock-sync", Usage: "report this clock state instead of the kernel's: SYNCHRONIZED or UNSYNCHRONIZED"},
 			&cli.DurationFlag{Name: "clock-max-error", Usage: "report this maximum clock error instead of the kernel's"},
+			&cli.BoolFlag{Name: "register", Usage: "register a node no plugin has a record of yet (without it, such a name is not_found)"},
 		),
 		Action: Run(r, spec{"nodes heartbeat", 1, config.WriteExisting}, func(op *operation) (nodes.Answer[*nodes.View], error) {
 			var none nodes.Answer[*nodes.View]
@@ -50,7 +51,7 @@ func (r *runner) heartbeatCommand() *cli.Command {
 				clock.MaxError = &d
 			}
 			m := nodes.Measure(c.String("proc-root"), clock)
-			return r.registry(op.store, cfg).Heartbeat(op.ctx, op.args[0], m, ttl, cfg.Nodes.MemoryTightBytes, op.cmd)
+			return r.registry(op.store, cfg).Heartbeat(op.ctx, op.args[0], m, ttl, cfg.Nodes.MemoryTightBytes, c.Bool("register"), op.cmd)
 		}, viewRows),
 	}
 }

@@ -9,6 +9,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"log/slog"
 	"strconv"
 	"strings"
 	"time"
@@ -218,12 +219,12 @@ func policy(cfg *config.Config) nodes.Policy {
 }
 
 // engine builds the verb engine of the binary's resource.
-func (r *runner) engine(cfg *config.Config, open func(context.Context, bool) (store.Store, error)) (engine.Handlers, error) {
+func (r *runner) engine(cfg *config.Config, open func(context.Context, bool) (store.Store, error), log *slog.Logger) (engine.Handlers, error) {
 	res, ok := lookupResource(r.name)
 	if !ok {
 		return nil, types.Errorf(types.Internal, "no resource is called %q", r.name)
 	}
-	return res.engine(setup{open: open, plugins: plugins(), policy: policy(cfg), maxDeploy: cfg.Scheduler.MaxDeployCount}), nil
+	return res.engine(setup{open: open, plugins: plugins(), policy: policy(cfg), maxDeploy: cfg.Scheduler.MaxDeployCount, log: log}), nil
 }
 
 // Errors carry how they are printed and what status they exit with.

@@ -197,6 +197,7 @@ func (r *runner) nodesCommand() *cli.Command {
 			node("retire", "end the node for good (drained and empty, or isolated); its name can never come back", (*nodes.Registry).Retire),
 			node("revoke", "withdraw the node's admission: no placement, heartbeats refused", (*nodes.Registry).Revoke),
 			node("admit", "restore a revoked node's admission", (*nodes.Registry).Admit),
+			node("forget", "delete the registration of a node no plugin has a record of (never a retired one)", (*nodes.Registry).Forget),
 			r.heartbeatCommand(),
 		},
 	}

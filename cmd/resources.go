@@ -2,6 +2,7 @@ package cmd
 
 import (
 	"context"
+	"log/slog"
 
 	"github.com/eru-extend/resources/engine"
 	"github.com/eru-extend/resources/nodes"
@@ -16,6 +17,7 @@ type setup struct {
 	plugins   []nodes.Plugin
 	policy    nodes.Policy
 	maxDeploy int
+	log       *slog.Logger
 }
 
 // resource is one resource this project ships: its name in core (the
@@ -35,7 +37,8 @@ func resources() []resource {
 			plugin: engine.Registered(storage.Plugin{}),
 			engine: func(s setup) engine.Handlers {
 				return &engine.Engine[*storage.Node, *storage.WorkloadRequest]{
-					Res: storage.Plugin{}, Open: s.open, Plugins: s.plugins, Policy: s.policy, MaxDeploy: s.maxDeploy,
+					Res: storage.Plugin{}, Open: s.open, Plugins: s.plugins, Policy: s.policy, MaxDeploy: s.maxDeploy, Log: s.log,
+					CapacityMetrics: []string{"storage_capacity", "storage_volume_capacity"},
 				}
 			},
 		},
@@ -44,7 +47,8 @@ func resources() []resource {
 			plugin: engine.Registered(overcommit.Plugin{}),
 			engine: func(s setup) engine.Handlers {
 				return &engine.Engine[*overcommit.Node, *overcommit.WorkloadRequest]{
-					Res: overcommit.Plugin{}, Open: s.open, Plugins: s.plugins, Policy: s.policy, MaxDeploy: s.maxDeploy,
+					Res: overcommit.Plugin{}, Open: s.open, Plugins: s.plugins, Policy: s.policy, MaxDeploy: s.maxDeploy, Log: s.log,
+					CapacityMetrics: []string{"compute_cpu_schedulable_millis", "compute_memory_schedulable_bytes"},
 				}
 			},
 		},

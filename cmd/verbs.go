@@ -71,7 +71,7 @@ func (r *runner) runVerb(v engine.Verb) cli.ActionFunc {
 			return config.Read
 		}}
 		defer o.close()
-		eng, err := r.engine(cfg, o.open)
+		eng, err := r.engine(cfg, o.open, log)
 		if err != nil {
 			return verbError{verb: verb, node: req.Nodename, err: err}
 		}

@@ -37,6 +37,7 @@ func TestMetricsAsCoreExportsThem(t *testing.T) {
 				"storage_capacity":        {"podname", "nodename"},
 				"storage_volume_used":     {"podname", "nodename", "device"},
 				"storage_volume_capacity": {"podname", "nodename", "device"},
+				"node_schedulable":        {"podname", "nodename", "status"},
 			},
 			samples: map[string][]sample{
 				"storage_used":     {{"core.node.n1_rack-2.storage.used", "107374182400"}},
@@ -49,6 +50,7 @@ func TestMetricsAsCoreExportsThem(t *testing.T) {
 					{"core.node.n1_rack-2.storage.volume._data0.capacity", "1099511627776"},
 					{"core.node.n1_rack-2.storage.volume._data1.capacity", "1099511627776"},
 				},
+				"node_schedulable": {{"core.node.n1_rack-2.storage.schedulable", "1"}},
 			},
 		},
 		{
@@ -60,6 +62,7 @@ func TestMetricsAsCoreExportsThem(t *testing.T) {
 				"compute_memory_used_bytes":        {"podname", "nodename"},
 				"compute_cpu_ratio":                {"podname", "nodename"},
 				"compute_memory_ratio":             {"podname", "nodename"},
+				"node_schedulable":                 {"podname", "nodename", "status"},
 			},
 			samples: map[string][]sample{
 				"compute_cpu_schedulable_millis":   {{"core.node.n1_rack-2.compute.cpu.schedulable_millis", "4000"}},
@@ -68,6 +71,7 @@ func TestMetricsAsCoreExportsThem(t *testing.T) {
 				"compute_memory_used_bytes":        {{"core.node.n1_rack-2.compute.memory.used_bytes", "1073741824"}},
 				"compute_cpu_ratio":                {{"core.node.n1_rack-2.compute.cpu.ratio", "1000"}},
 				"compute_memory_ratio":             {{"core.node.n1_rack-2.compute.memory.ratio", "1000"}},
+				"node_schedulable":                 {{"core.node.n1_rack-2.compute.schedulable", "1"}},
 			},
 		},
 	}

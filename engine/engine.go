@@ -2,6 +2,7 @@ package engine
 
 import (
 	"context"
+	"log/slog"
 
 	"github.com/eru-extend/resources/nodes"
 	"github.com/eru-extend/resources/store"
@@ -20,6 +21,21 @@ type Engine[N any, W any] struct {
 	Policy    nodes.Policy
 	MaxDeploy int
 	Clock     types.Clock
+	// Log receives what a verb decides about nodes it leaves out (nil: no
+	// log).
+	Log *slog.Logger
+	// CapacityMetrics are the resource's metrics of what placement may
+	// still use; get-metrics reports them 0 for a node that may take no
+	// new work.
+	CapacityMetrics []string
+}
+
+// log is the engine's logger, or one that discards.
+func (e *Engine[N, W]) log() *slog.Logger {
+	if e.Log == nil {
+		return slog.New(slog.DiscardHandler)
+	}
+	return e.Log
 }
 
 // Call runs one verb and returns its answer, ready to be encoded.
@@ -54,9 +70,18 @@ func checkNames(v Verb, req *types.Request) error {
 // Name answers the resource's name.
 func (e *Engine[N, W]) Name(context.Context, *types.Request) (any, error) { return e.Res.Name(), nil }
 
-// MetricsDescription declares the resource's metrics.
+// SchedulableMetric is the gauge every resource exports per node: 1 when
+// the node may take new work, 0 when not, labelled with its status.
+const SchedulableMetric = "node_schedulable"
+
+// MetricsDescription declares the resource's metrics and node_schedulable.
 func (e *Engine[N, W]) MetricsDescription(context.Context, *types.Request) (any, error) {
-	return e.Res.MetricsDescription(), nil
+	return append(e.Res.MetricsDescription(), types.MetricDescription{
+		Name:   SchedulableMetric,
+		Help:   "1 when the node may take new work, 0 when it may not (drained, isolated, retired, clock or memory); status is the node registry's",
+		Type:   "gauge",
+		Labels: []string{"podname", "nodename", "status"},
+	}), nil
 }
 
 func (e *Engine[N, W]) recordKey(node string) string { return nodes.RecordPrefix(e.Res.Name()) + node }

@@ -10,7 +10,8 @@ import (
 // The verbs that read or write one node's record.
 
 // AddNode records a new node; a name the node registry retired never comes
-// back.
+// back. With no other plugin record of the name, the add is a new life: the
+// registration left by the last one starts fresh.
 func (e *Engine[N, W]) AddNode(ctx context.Context, req *types.Request) (any, error) {
 	rec, err := e.Res.AddNode(req.Resource, req.Info)
 	if err != nil {
@@ -20,8 +21,8 @@ func (e *Engine[N, W]) AddNode(ctx context.Context, req *types.Request) (any, er
 		if v.known {
 			return v.rec, nil, types.Errorf(types.AlreadyExists, "node exists")
 		}
-		if v.reg.Retired() {
-			return v.rec, nil, types.Errorf(types.FailedPrecondition, "node is RETIRED: a retired node name can never be added again")
+		if err := v.reg.Adding(e.Res.Name(), v.others); err != nil {
+			return v.rec, nil, err
 		}
 		capacity, usage := e.Res.View(rec, env)
 		return rec, types.NodeResource{Capacity: capacity, Usage: usage}, nil
@@ -38,6 +39,9 @@ func (e *Engine[N, W]) RemoveNode(ctx context.Context, req *types.Request) (any,
 func (e *Engine[N, W]) SetCapacity(ctx context.Context, req *types.Request) (any, error) {
 	change := types.ChangeOf(req, false)
 	return e.write(ctx, req.Nodename, func(v *nodeView[N], env Env) (N, any, error) {
+		if err := v.reg.RefuseRetired("capacity write"); err != nil {
+			return v.rec, nil, err
+		}
 		next, err := e.Res.SetCapacity(v.rec, change, req.Delta, req.Incr)
 		if err != nil {
 			return v.rec, nil, err
@@ -49,9 +53,13 @@ func (e *Engine[N, W]) SetCapacity(ctx context.Context, req *types.Request) (any
 }
 
 // SetInfo writes capacity and usage verbatim (core's undo of a
-// remove-node).
+// remove-node). It never starts a new life: a registration the removal left
+// (drained, isolated, a ledger) is found as it was.
 func (e *Engine[N, W]) SetInfo(ctx context.Context, req *types.Request) (any, error) {
 	return e.write(ctx, req.Nodename, func(v *nodeView[N], _ Env) (N, any, error) {
+		if err := v.reg.RefuseRetired("record"); err != nil {
+			return v.rec, nil, err
+		}
 		rec, err := e.Res.Restore(req.Capacity, req.Usage)
 		if err != nil {
 			return v.rec, nil, err
@@ -66,31 +74,56 @@ func (e *Engine[N, W]) SetInfo(ctx context.Context, req *types.Request) (any, er
 }
 
 // SetUsage changes the node's usage and answers the usage before and after.
+// Where the isolation ledger is involved, both carry it (LedgerKey), so
+// core's rollback, which replays the before with delta=false, restores the
+// ledger with the usage.
 func (e *Engine[N, W]) SetUsage(ctx context.Context, req *types.Request) (any, error) {
 	change := types.ChangeOf(req, true)
+	restore, err := takeLedger(&change)
+	if err != nil {
+		return nil, err
+	}
+	if restore != nil && req.Delta {
+		return nil, types.Invalid("%s is a rollback snapshot: it is only replayed with delta=false", LedgerKey)
+	}
 	return e.write(ctx, req.Nodename, func(v *nodeView[N], env Env) (N, any, error) {
+		ledger := v.reg.Ledger(e.Res.Name()).Clone()
 		next, err := e.Res.NextUsage(v.rec, change, req.Delta, req.Incr)
 		if err != nil {
 			return v.rec, nil, err
 		}
 		// A delta is core adding or removing workloads: decreases draw on
 		// the isolation ledger first. An absolute write (core replaying a
-		// before, a reset) lands verbatim; either way an isolated node
-		// takes no growth.
+		// before, a reset) lands verbatim and sets the ledger back to the
+		// snapshot it carries; either way an isolated or retired node takes
+		// no growth.
 		if req.Delta {
 			held, err := v.reg.Absorb(e.Res.Name(), e.Res.Held(v.rec), e.Res.Held(next))
 			if err != nil {
 				return v.rec, nil, err
 			}
 			next = e.Res.WithHeld(next, held)
-		} else if err := v.reg.RefuseGrowth(e.Res.Held(v.rec), e.Res.Held(next)); err != nil {
-			return v.rec, nil, err
+		} else {
+			if err := v.reg.RefuseGrowth(e.Res.Held(v.rec), e.Res.Held(next)); err != nil {
+				return v.rec, nil, err
+			}
+			if restore != nil {
+				v.reg.RestoreLedger(e.Res.Name(), restore)
+			}
 		}
 		if next, err = e.Res.Settle(next); err != nil {
 			return v.rec, nil, err
 		}
 		_, before := e.Res.View(v.rec, env)
 		_, after := e.Res.View(next, env)
+		if len(ledger) > 0 || len(v.reg.Ledger(e.Res.Name())) > 0 || restore != nil {
+			if before, err = withLedger(before, ledger); err != nil {
+				return v.rec, nil, err
+			}
+			if after, err = withLedger(after, v.reg.Ledger(e.Res.Name())); err != nil {
+				return v.rec, nil, err
+			}
+		}
 		return next, types.BeforeAfter{Before: before, After: after}, nil
 	})
 }
@@ -114,8 +147,8 @@ func (e *Engine[N, W]) GetInfo(ctx context.Context, req *types.Request) (any, er
 }
 
 // FixNode rewrites the node's usage as the sum of its workloads' (less the
-// isolation ledger) and answers like GetInfo; an isolated node is reported,
-// not written.
+// isolation ledger) and answers like GetInfo; an isolated or retired node is
+// reported, not written.
 func (e *Engine[N, W]) FixNode(ctx context.Context, req *types.Request) (any, error) {
 	// The workloads are the caller's view of the node. A retry after a
 	// conflict may go ahead when only capacity or the registration moved;
@@ -137,7 +170,7 @@ func (e *Engine[N, W]) FixNode(ctx context.Context, req *types.Request) (any, er
 			return v.rec, nil, err
 		}
 		next := v.rec
-		if len(diffs) > 0 && !v.reg.Isolated() {
+		if len(diffs) > 0 && !v.reg.Isolated() && !v.reg.Retired() {
 			if next, err = e.Res.Settle(fixed); err != nil {
 				return v.rec, nil, types.Wrap(types.FailedPrecondition, err, "the workloads' usage cannot be written")
 			}

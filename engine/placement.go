@@ -1,9 +1,14 @@
 package engine
 
 import (
+	"cmp"
 	"context"
 	"math"
+	"slices"
+	"strings"
 	"sync"
+
+	"github.com/eru-extend/resources/nodes"
 
 	"github.com/eru-extend/resources/types"
 )
@@ -30,7 +35,7 @@ func (e *Engine[N, W]) DeployCapacity(ctx context.Context, req *types.Request) (
 	if len(names) == 0 {
 		return answer, nil
 	}
-	get, err := e.readNodes(ctx, names)
+	get, err := e.readNodes(ctx, names, false)
 	if err != nil {
 		return nil, err
 	}
@@ -39,10 +44,20 @@ func (e *Engine[N, W]) DeployCapacity(ctx context.Context, req *types.Request) (
 		return nil, err
 	}
 	caps := make([]types.NodeCapacity, len(names))
+	why := make([]string, len(names))
 	env.Ctx = ctx
 	err = e.each(names, get, func(i int, v *nodeView[N]) {
-		if v.reg.Refusal(e.Policy) == "" && ctx.Err() == nil {
-			caps[i] = e.Res.DeployCapacity(v.rec, w, env)
+		if why[i] = v.reg.Refusal(e.Policy); why[i] != "" || ctx.Err() != nil {
+			return
+		}
+		// A node the plugin never saw is Empty: it takes whatever asks for
+		// nothing of this resource.
+		if caps[i] = e.Res.DeployCapacity(v.rec, w, env); caps[i].Capacity > 0 {
+			return
+		}
+		why[i] = "the node has no room for one workload of the request"
+		if !v.known {
+			why[i] = "the " + e.Res.Name() + " plugin has no record of the node"
 		}
 	})
 	if err != nil {
@@ -53,7 +68,11 @@ func (e *Engine[N, W]) DeployCapacity(ctx context.Context, req *types.Request) (
 	if err := ctx.Err(); err != nil {
 		return nil, types.Errorf(types.DeadlineExceeded, "the capacity query ran past the call's deadline (%v)", err)
 	}
+	e.logLeftOut("get-nodes-deploy-capacity", names, why)
 	for i, n := range names {
+		if why[i] != "" {
+			continue
+		}
 		if caps[i].Capacity <= 0 {
 			continue
 		}
@@ -65,6 +84,30 @@ func (e *Engine[N, W]) DeployCapacity(ctx context.Context, req *types.Request) (
 		}
 	}
 	return answer, nil
+}
+
+// maxLeftOutLines bounds the lines one query logs about nodes it left out;
+// past it one line counts the rest.
+const maxLeftOutLines = 1000
+
+// logLeftOut logs, for every node a query left out (why[i] != ""), the
+// reason, as Nomad's FilterNode metrics do.
+func (e *Engine[N, W]) logLeftOut(verb string, names, why []string) {
+	log := e.log()
+	logged, more := 0, 0
+	for i, n := range names {
+		switch {
+		case why[i] == "":
+		case logged < maxLeftOutLines:
+			log.Info("node left out", "verb", verb, "node", n, "reason", why[i])
+			logged++
+		default:
+			more++
+		}
+	}
+	if more > 0 {
+		log.Info("more nodes left out", "verb", verb, "count", more)
+	}
 }
 
 // Deploy plans deploy_count workloads on the node.
@@ -113,29 +156,44 @@ func (e *Engine[N, W]) Remap(_ context.Context, req *types.Request) (any, error)
 	return &types.Remap{EngineParamsMap: map[string]any{}}, nil
 }
 
-// MostIdle picks a node to build on.
+// MostIdle picks a node to build on among those that may take new work,
+// and fails naming why each was skipped when none may.
 func (e *Engine[N, W]) MostIdle(ctx context.Context, req *types.Request) (any, error) {
 	if len(req.Nodenames) == 0 {
 		return nil, types.Invalid("nodenames is empty")
 	}
-	return e.Res.MostIdle(req.Nodenames, func() (map[string]N, Env, error) {
-		names := dedupe(req.Nodenames)
-		get, err := e.readNodes(ctx, names)
-		if err != nil {
-			return nil, Env{}, err
+	names := dedupe(req.Nodenames)
+	get, err := e.readNodes(ctx, names, false)
+	if err != nil {
+		return nil, err
+	}
+	why := make([]string, len(names))
+	recs := make([]*nodeView[N], len(names))
+	err = e.each(names, get, func(i int, v *nodeView[N]) {
+		if why[i] = v.reg.Refusal(e.Policy); why[i] == "" && v.known {
+			recs[i] = v
 		}
-		out := map[string]N{}
-		var mu sync.Mutex
-		err = e.each(names, get, func(_ int, v *nodeView[N]) {
-			if v.known {
-				mu.Lock()
-				out[v.name] = v.rec
-				mu.Unlock()
-			}
-		})
-		if err != nil {
-			return nil, Env{}, err
+	})
+	if err != nil {
+		return nil, err
+	}
+	var placeable, skipped []string
+	out := map[string]N{}
+	for i, n := range names {
+		if why[i] != "" {
+			skipped = append(skipped, n+" ("+why[i]+")")
+			continue
 		}
+		placeable = append(placeable, n)
+		if recs[i] != nil {
+			out[n] = recs[i].rec
+		}
+	}
+	e.logLeftOut("get-most-idle-node", names, why)
+	if len(placeable) == 0 {
+		return nil, types.Errorf(types.FailedPrecondition, "no node may take new work: %s", strings.Join(skipped, ", "))
+	}
+	return e.Res.MostIdle(placeable, func() (map[string]N, Env, error) {
 		env, err := e.env(get)
 		return out, env, err
 	})
@@ -154,7 +212,7 @@ func (e *Engine[N, W]) Metrics(ctx context.Context, req *types.Request) (any, er
 	for i, r := range refs {
 		names[i] = r.Nodename
 	}
-	get, err := e.readNodes(ctx, dedupe(names))
+	get, err := e.readNodes(ctx, dedupe(names), true)
 	if err != nil {
 		return nil, err
 	}
@@ -163,12 +221,22 @@ func (e *Engine[N, W]) Metrics(ctx context.Context, req *types.Request) (any, er
 		return nil, err
 	}
 	samples := make([][]types.Metric, len(refs))
+	var failed error
+	var mu sync.Mutex
 	err = e.each(names, get, func(i int, v *nodeView[N]) {
-		if v.known {
-			samples[i] = e.Res.Metrics(refs[i].Podname, refs[i].Nodename, v.rec, env)
+		if !v.known {
+			return
 		}
+		m, err := e.sample(refs[i], v, env, get)
+		if err != nil {
+			mu.Lock()
+			failed = cmp.Or(failed, err)
+			mu.Unlock()
+			return
+		}
+		samples[i] = m
 	})
-	if err != nil {
+	if err = cmp.Or(err, failed); err != nil {
 		return nil, err
 	}
 	out := []types.Metric{}
@@ -176,4 +244,33 @@ func (e *Engine[N, W]) Metrics(ctx context.Context, req *types.Request) (any, er
 		out = append(out, m...)
 	}
 	return out, nil
+}
+
+// sample is one node's metrics: the resource's, with the capacity
+// placement may still use at 0 when the node may take no new work, and
+// node_schedulable.
+func (e *Engine[N, W]) sample(ref types.NodeRef, v *nodeView[N], env Env, get func(string) ([]byte, bool)) ([]types.Metric, error) {
+	out := e.Res.Metrics(ref.Podname, ref.Nodename, v.rec, env)
+	schedulable := v.reg.Refusal(e.Policy) == ""
+	if !schedulable {
+		for i := range out {
+			if slices.Contains(e.CapacityMetrics, out[i].Name) {
+				out[i].Value = "0"
+			}
+		}
+	}
+	holds, err := nodes.Holds(ref.Nodename, e.Plugins, get)
+	if err != nil {
+		return nil, err
+	}
+	value := "0"
+	if schedulable {
+		value = "1"
+	}
+	return append(out, types.Metric{
+		Name:   SchedulableMetric,
+		Labels: []string{ref.Podname, ref.Nodename, string(v.reg.Status(holds, e.Policy))},
+		Key:    "core.node." + strings.ReplaceAll(ref.Nodename, ".", "_") + "." + e.Res.Name() + ".schedulable",
+		Value:  value,
+	}), nil
 }

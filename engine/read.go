@@ -22,6 +22,8 @@ type nodeView[N any] struct {
 	rec   N
 	known bool
 	reg   *nodes.Entry
+	// others: another plugin has a record of the node (set by write only).
+	others bool
 }
 
 // env collects what the resource's decisions read besides the record, and
@@ -75,22 +77,37 @@ func (e *Engine[N, W]) readNode(ctx context.Context, node string) (*nodeView[N],
 
 // readNodes reads many nodes in one consistent read: key by key for a few,
 // whole prefixes for many. Records are decoded later, one at a time, by
-// whoever needs them (see each).
-func (e *Engine[N, W]) readNodes(ctx context.Context, names []string) (func(string) ([]byte, bool), error) {
+// whoever needs them (see each). all also reads every other plugin's
+// records of the nodes (and their shared keys), for a node's status.
+func (e *Engine[N, W]) readNodes(ctx context.Context, names []string, all bool) (func(string) ([]byte, bool), error) {
 	s, err := e.Open(ctx, false)
 	if err != nil {
 		return nil, err
 	}
+	others := all
+	shared := append([]string(nil), e.Res.SharedKeys()...)
+	prefixes := []string{nodes.RecordPrefix(e.Res.Name())}
+	if others {
+		for _, p := range e.Plugins {
+			if p.Name() == e.Res.Name() {
+				continue
+			}
+			shared = append(shared, p.SharedKeys()...)
+			prefixes = append(prefixes, p.RecordPrefix())
+		}
+	}
 	var snap *store.Snapshot
 	if len(names) <= pointReadLimit {
-		keys := append([]string(nil), e.Res.SharedKeys()...)
+		keys := shared
 		for _, n := range names {
-			keys = append(keys, e.recordKey(n))
+			for _, p := range prefixes {
+				keys = append(keys, p+n)
+			}
 			keys = append(keys, nodes.Keys(n)...)
 		}
-		snap, err = s.Read(ctx, keys, nil)
+		snap, err = s.Read(ctx, dedupe(keys), nil)
 	} else {
-		snap, err = s.Read(ctx, e.Res.SharedKeys(), []string{nodes.RecordPrefix(e.Res.Name()), nodes.RegistrationPrefix, nodes.SessionPrefix})
+		snap, err = s.Read(ctx, dedupe(shared), append(prefixes, nodes.RegistrationPrefix, nodes.SessionPrefix))
 	}
 	if err != nil {
 		return nil, err

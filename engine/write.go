@@ -10,7 +10,8 @@ import (
 
 // write runs fn on one node in a compare-and-swap transaction. fn returns
 // the record to store (or the current one to store nothing) and the answer;
-// it may change the registration through v.reg (the ledger). The registry
+// it may change the registration through v.reg (the ledger). v.others says
+// whether another plugin has a record of the node. The registry
 // creates the registration on the node's first write and stores it with the
 // record when it changed.
 func (e *Engine[N, W]) write(ctx context.Context, node string, fn func(v *nodeView[N], env Env) (N, any, error)) (any, error) {
@@ -19,12 +20,15 @@ func (e *Engine[N, W]) write(ctx context.Context, node string, fn func(v *nodeVi
 		return nil, err
 	}
 	var answer any
-	err = store.Update(ctx, s, e.nodeKeys(node), func(tx *store.Tx) error {
+	keys := append([]string{e.recordKey(node)}, nodes.RecordKeys(node, e.Res.Name(), e.Plugins)...)
+	keys = append(keys, e.Res.SharedKeys()...)
+	err = store.Update(ctx, s, keys, func(tx *store.Tx) error {
 		now := e.Clock.Now()
 		v, err := e.view(node, tx.Get)
 		if err != nil {
 			return err
 		}
+		v.others = nodes.OtherRecords(node, e.Res.Name(), e.Plugins, tx.Get)
 		v.reg.Writing(node, now)
 		env, err := e.env(tx.Get)
 		if err != nil {
@@ -54,13 +58,13 @@ func (e *Engine[N, W]) remove(ctx context.Context, node string) error {
 	if err != nil {
 		return err
 	}
-	keys := append([]string{e.recordKey(node)}, nodes.RemovalKeys(node, e.Res.Name(), e.Plugins)...)
+	keys := append([]string{e.recordKey(node)}, nodes.RecordKeys(node, e.Res.Name(), e.Plugins)...)
 	return store.Update(ctx, s, keys, func(tx *store.Tx) error {
 		v, err := e.view(node, tx.Get)
 		if err != nil || !v.known {
 			return err
 		}
 		tx.Delete(e.recordKey(node))
-		return nodes.RecordRemoved(tx, node, e.Res.Name(), e.Plugins, e.Clock.Now())
+		return nodes.RecordRemoved(tx, node, e.Res.Name(), e.Plugins)
 	})
 }

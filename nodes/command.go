@@ -89,7 +89,7 @@ func Run[T any](ctx context.Context, s store.Store, cmd Command, keys []string, 
 		}
 		answer = Answer[T]{Value: out, JSON: data}
 		if cmd.ID != "" {
-			rec, err := json.Marshal(commandRecord{Args: cmd.Args, Answer: data, At: now.UTC()})
+			rec, err := encode(commandRecord{Args: cmd.Args, Answer: data, At: now.UTC()}) // not json.Marshal: it would HTML-escape the kept answer
 			if err != nil {
 				return err
 			}

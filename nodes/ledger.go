@@ -1,6 +1,8 @@
 package nodes
 
 import (
+	"maps"
+
 	"github.com/eru-extend/resources/types"
 )
 
@@ -72,18 +74,41 @@ func (r *Registration) Absorb(plugin string, old, next types.Amounts) (types.Amo
 	return out, changed, nil
 }
 
-// RefuseGrowth refuses, on an isolated node, a write whose net effect adds
-// to any component of a plugin's usage.
+// RefuseGrowth refuses, on an isolated node or a RETIRED tombstone, a write
+// whose net effect adds to any component of a plugin's usage; decreases
+// always pass.
 func (r *Registration) RefuseGrowth(old, next types.Amounts) error {
-	if r == nil || !r.Isolated {
+	if r == nil || (!r.Isolated && r.Admission != Retired) {
 		return nil
 	}
 	for _, k := range next.Keys() {
 		if next[k] > old[k] {
+			if r.Admission == Retired {
+				return types.Errorf(types.FailedPrecondition, "node is RETIRED: the tombstone takes no growth, the write would add %d to %s", next[k]-old[k], k)
+			}
 			return types.Errorf(types.FailedPrecondition, "node is isolated: the write would add %d to %s", next[k]-old[k], k)
 		}
 	}
 	return nil
+}
+
+// SetLedger replaces a plugin's ledger with a snapshot taken before a write
+// (core replaying a before to roll the write back). It reports whether the
+// ledger changed.
+func (r *Registration) SetLedger(plugin string, a types.Amounts) bool {
+	next := nonZero(a)
+	if maps.Equal(next, nonZero(r.Released[plugin])) {
+		return false
+	}
+	if len(next) == 0 {
+		r.Forget(plugin)
+		return true
+	}
+	if r.Released == nil {
+		r.Released = map[string]types.Amounts{}
+	}
+	r.Released[plugin] = next
+	return true
 }
 
 // Forget drops a plugin's ledger, when the plugin's record of the node goes.

@@ -70,9 +70,6 @@ func (e *Entry) Absorb(plugin string, old, next types.Amounts) (types.Amounts, e
 	return out, err
 }
 
-// RefuseGrowth refuses, on an isolated node, a write that adds usage.
-func (e *Entry) RefuseGrowth(old, next types.Amounts) error { return e.Reg.RefuseGrowth(old, next) }
-
 // RecordWritten stores the registration with the plugin's record when the
 // write created it, or changed it (a new version).
 func (e *Entry) RecordWritten(tx *store.Tx, now time.Time) error {
@@ -86,9 +83,74 @@ func (e *Entry) RecordWritten(tx *store.Tx, now time.Time) error {
 	return putRegistration(tx, e.Reg)
 }
 
-// RemovalKeys are the keys RecordRemoved reads: the registry's keys of the
-// node and every other plugin's record of it.
-func RemovalKeys(node, plugin string, plugins []Plugin) []string {
+// RefuseGrowth refuses, on an isolated node or a RETIRED tombstone, a write
+// that adds usage.
+func (e *Entry) RefuseGrowth(old, next types.Amounts) error { return e.Reg.RefuseGrowth(old, next) }
+
+// RefuseRetired refuses a write of the plugin's record (what: "add-node",
+// "capacity write", ...) on a RETIRED tombstone: a retired name never takes
+// work or records again.
+func (e *Entry) RefuseRetired(what string) error {
+	if !e.Retired() {
+		return nil
+	}
+	return types.Errorf(types.FailedPrecondition, "node is RETIRED: the tombstone of a retired node takes no %s; a new host takes a new node name", what)
+}
+
+// RestoreLedger sets the plugin's isolation ledger back to a snapshot a
+// usage write answered in its before (core rolling the write back).
+func (e *Entry) RestoreLedger(plugin string, a types.Amounts) {
+	if e.Reg == nil {
+		return
+	}
+	e.changed = e.Reg.SetLedger(plugin, a) || e.changed
+}
+
+// Adding prepares the registration for add-node of the plugin's record.
+// others says whether another plugin still has a record of the node. When
+// none does, the add is a new life of the name: drain, isolation, the
+// ledger and a revoked admission left by the last life are cleared (a
+// RETIRED tombstone is refused). When another does, only this plugin's
+// ledger, left by its removed record, is forgotten.
+func (e *Entry) Adding(plugin string, others bool) error {
+	if e.Reg == nil {
+		return nil
+	}
+	if err := e.RefuseRetired("add-node"); err != nil {
+		return err
+	}
+	if !others {
+		if !e.Reg.Pristine() {
+			e.Reg.Admission, e.Reg.Drain, e.Reg.Isolated, e.Reg.Released = Admitted, false, false, nil
+			e.changed = true
+		}
+		return nil
+	}
+	if len(e.Reg.Ledger(plugin)) > 0 {
+		e.Reg.Forget(plugin)
+		e.changed = true
+	}
+	return nil
+}
+
+// OtherRecords reports whether a plugin other than plugin has a record of
+// the node; get must cover RecordKeys.
+func OtherRecords(node, plugin string, plugins []Plugin, get func(string) ([]byte, bool)) bool {
+	for _, p := range plugins {
+		if p.Name() == plugin {
+			continue
+		}
+		if _, ok := get(p.RecordPrefix() + node); ok {
+			return true
+		}
+	}
+	return false
+}
+
+// RecordKeys are the keys a write of the plugin's record reads besides the
+// record: the registry's keys of the node and every other plugin's record
+// of it (for the last-record and new-life rules).
+func RecordKeys(node, plugin string, plugins []Plugin) []string {
 	keys := Keys(node)
 	for _, p := range plugins {
 		if p.Name() != plugin {
@@ -99,11 +161,13 @@ func RemovalKeys(node, plugin string, plugins []Plugin) []string {
 }
 
 // RecordRemoved settles the registration when remove-node deletes the
-// plugin's record of the node: with the last plugin record the registration
-// and the session go too, unless the node is a RETIRED tombstone; otherwise
-// the plugin's isolation ledger is forgotten. The transaction must cover
-// RemovalKeys.
-func RecordRemoved(tx *store.Tx, node, plugin string, plugins []Plugin, now time.Time) error {
+// plugin's record of the node. With the last plugin record a pristine
+// registration (admitted, not drained, not isolated, no ledger) goes, and
+// its session with it; any other stays whole, ledger included, so core's
+// undo of the removal (set-node-resource-info of what it read) finds the
+// node exactly as it was, and a RETIRED tombstone stays for ever. The
+// transaction must cover RecordKeys.
+func RecordRemoved(tx *store.Tx, node, plugin string, plugins []Plugin) error {
 	data, ok := tx.Get(RegistrationKey(node))
 	if !ok {
 		return nil
@@ -112,24 +176,39 @@ func RecordRemoved(tx *store.Tx, node, plugin string, plugins []Plugin, now time
 	if err != nil {
 		return err
 	}
-	last := true
+	if OtherRecords(node, plugin, plugins, tx.Get) || !reg.Pristine() {
+		return nil
+	}
+	tx.Delete(RegistrationKey(node))
+	tx.Delete(SessionKey(node))
+	return nil
+}
+
+// Status is the node's status, given whether any plugin records usage on
+// it; a node the registry has never seen is READY (it may take work).
+func (e *Entry) Status(holds bool, p Policy) Status {
+	if e.Reg == nil {
+		return StatusReady
+	}
+	return e.Reg.Status(e.Live, holds, p)
+}
+
+// Holds reports whether any plugin's record of the node holds usage; get
+// must cover every plugin's record key of the node and their shared keys.
+func Holds(node string, plugins []Plugin, get func(string) ([]byte, bool)) (bool, error) {
+	shared := sharedOf(plugins, get)
 	for _, p := range plugins {
-		if p.Name() == plugin {
+		data, ok := get(p.RecordPrefix() + node)
+		if !ok {
 			continue
 		}
-		if _, ok := tx.Get(p.RecordPrefix() + node); ok {
-			last = false
+		_, _, held, err := p.Summary(data, shared)
+		if err != nil {
+			return false, types.Wrap(types.Internal, err, p.Name()+" record of node "+node)
+		}
+		if !held.IsZero() {
+			return true, nil
 		}
 	}
-	if last && reg.Admission != Retired {
-		tx.Delete(RegistrationKey(node))
-		tx.Delete(SessionKey(node))
-		return nil
-	}
-	if len(reg.Ledger(plugin)) == 0 {
-		return nil
-	}
-	reg.Forget(plugin)
-	reg.touch(now)
-	return putRegistration(tx, reg)
+	return false, nil
 }

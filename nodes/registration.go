@@ -9,6 +9,7 @@
 package nodes
 
 import (
+	"strings"
 	"time"
 	"unicode"
 	"unicode/utf8"
@@ -178,35 +179,65 @@ func (o *Observation) ClockExceeds(tolerance time.Duration) bool {
 	return o.Clock.MaxErrorMs != nil && time.Duration(*o.Clock.MaxErrorMs)*time.Millisecond > tolerance
 }
 
-// Refusal says why the node may not take new work, or "" when it may. A nil
-// registration is a node the registry has never seen: it may.
+// Refusal says why the node may not take new work, or "" when it may: every
+// reason that holds, joined. A nil registration is a node the registry has
+// never seen: it may.
 func (r *Registration) Refusal(live bool, p Policy) string {
+	return strings.Join(r.Reasons(live, p), "; ")
+}
+
+// Reasons lists every reason the node may not take new work, in the order
+// of the status table (admission, isolation, session, drain), then the
+// host's own (memory, clock); none when it may.
+func (r *Registration) Reasons(live bool, p Policy) []string {
 	if r == nil {
-		return ""
+		return nil
 	}
-	switch {
-	case r.Admission == Retired:
-		return "node is retired"
-	case r.Admission == Revoked:
-		return "node is revoked"
-	case r.Isolated:
-		return "node is isolated"
-	case r.SessionEver && !live:
-		return "node is unavailable: its session expired"
-	case r.Drain:
-		return "node is draining"
-	case p.RequireSession && !r.SessionEver:
-		return "node is syncing: no session has reported yet"
+	var out []string
+	switch r.Admission {
+	case Retired:
+		out = append(out, "node is retired")
+	case Revoked:
+		out = append(out, "node is revoked")
+	}
+	if r.Isolated {
+		out = append(out, "node is isolated")
+	}
+	if r.SessionEver && !live {
+		out = append(out, "node is unavailable: its session expired")
+	}
+	if r.Drain {
+		out = append(out, "node is draining")
+	}
+	if p.RequireSession && !r.SessionEver {
+		out = append(out, "node is syncing: no session has reported yet")
 	}
 	if live && r.Observation != nil {
-		if r.Observation.MemoryTight != nil {
-			return "node memory is tight"
+		if mt := r.Observation.MemoryTight; mt != nil {
+			out = append(out, "node memory is tight since "+mt.Since.UTC().Format(time.RFC3339))
 		}
 		if r.Observation.ClockExceeds(p.ClockSkewTolerance) {
-			return "node clock exceeds tolerance"
+			out = append(out, "node clock exceeds tolerance: "+r.Observation.clockReason(p.ClockSkewTolerance))
 		}
 	}
-	return ""
+	return out
+}
+
+// clockReason says how the clock exceeds the tolerance:
+// "UNSYNCHRONIZED, max error 16s > 500ms".
+func (o *Observation) clockReason(tolerance time.Duration) string {
+	out := o.Clock.Synchronization
+	if out == "" {
+		out = ClockUnspecified
+	}
+	if o.Clock.MaxErrorMs != nil {
+		maxErr := time.Duration(*o.Clock.MaxErrorMs) * time.Millisecond
+		out += ", max error " + maxErr.String()
+		if maxErr > tolerance {
+			out += " > " + tolerance.String()
+		}
+	}
+	return out
 }
 
 // touch advances the version and the update time.
@@ -234,4 +265,12 @@ func ValidName(name string) error {
 		}
 	}
 	return nil
+}
+
+// Pristine reports whether the registration holds nothing an operator or
+// the isolation ledger put there: admitted, not drained, not isolated, no
+// released usage. Only a pristine registration goes with the node's last
+// plugin record.
+func (r *Registration) Pristine() bool {
+	return r.Admission == Admitted && !r.Drain && !r.Isolated && len(r.Released) == 0
 }

@@ -57,13 +57,18 @@ func TestRefusal(t *testing.T) {
 		{name: "an isolated node may not", reg: &nodes.Registration{Admission: nodes.Admitted, Isolated: true}, want: "node is isolated"},
 		{name: "an expired session may not", reg: &nodes.Registration{Admission: nodes.Admitted, SessionEver: true}, want: "node is unavailable: its session expired"},
 		{name: "tight memory may not", live: true, reg: &nodes.Registration{Admission: nodes.Admitted, SessionEver: true,
-			Observation: &nodes.Observation{MemoryTight: &nodes.MemoryTight{}}}, want: "node memory is tight"},
+			Observation: &nodes.Observation{MemoryTight: &nodes.MemoryTight{Since: time.Unix(60, 0)}}}, want: "node memory is tight since 1970-01-01T00:01:00Z"},
 		{name: "a clock beyond tolerance may not", live: true, reg: &nodes.Registration{Admission: nodes.Admitted, SessionEver: true,
-			Observation: &nodes.Observation{Clock: nodes.Clock{Synchronization: nodes.ClockSynchronized, MaxErrorMs: ms(501)}}}, want: "node clock exceeds tolerance"},
+			Observation: &nodes.Observation{Clock: nodes.Clock{Synchronization: nodes.ClockSynchronized, MaxErrorMs: ms(501)}}}, want: "node clock exceeds tolerance: SYNCHRONIZED, max error 501ms > 500ms"},
 		{name: "a clock within tolerance may", live: true, reg: &nodes.Registration{Admission: nodes.Admitted, SessionEver: true,
 			Observation: &nodes.Observation{Clock: nodes.Clock{Synchronization: nodes.ClockSynchronized, MaxErrorMs: ms(500)}}}, want: ""},
 		{name: "an unsynchronised clock may not", live: true, reg: &nodes.Registration{Admission: nodes.Admitted, SessionEver: true,
-			Observation: &nodes.Observation{Clock: nodes.Clock{Synchronization: nodes.ClockUnsynchronized}}}, want: "node clock exceeds tolerance"},
+			Observation: &nodes.Observation{Clock: nodes.Clock{Synchronization: nodes.ClockUnsynchronized}}}, want: "node clock exceeds tolerance: UNSYNCHRONIZED"},
+		{name: "an unsynchronised clock names its error", live: true, reg: &nodes.Registration{Admission: nodes.Admitted, SessionEver: true,
+			Observation: &nodes.Observation{Clock: nodes.Clock{Synchronization: nodes.ClockUnsynchronized, MaxErrorMs: ms(16000)}}}, want: "node clock exceeds tolerance: UNSYNCHRONIZED, max error 16s > 500ms"},
+		{name: "every reason that holds is named, admission first", live: true, reg: &nodes.Registration{Admission: nodes.Revoked, Drain: true, Isolated: true, SessionEver: true,
+			Observation: &nodes.Observation{MemoryTight: &nodes.MemoryTight{Since: time.Unix(0, 0)}, Clock: nodes.Clock{Synchronization: nodes.ClockUnsynchronized}}},
+			want: "node is revoked; node is isolated; node is draining; node memory is tight since 1970-01-01T00:00:00Z; node clock exceeds tolerance: UNSYNCHRONIZED"},
 	} {
 		t.Run(c.name, func(t *testing.T) {
 			require.Equal(t, c.want, c.reg.Refusal(c.live, tolerance))

@@ -52,17 +52,21 @@ func (r *Registry) Get(ctx context.Context, node string) (*View, error) {
 		return nil, err
 	}
 	if st.reg == nil {
-		return nil, notFound(node)
+		if len(st.records) == 0 {
+			return nil, notFound(node)
+		}
+		st.reg, st.virtual = unregistered(node, time.Time{}), true
 	}
 	return st.view(r.Plugins, sharedOf(r.Plugins, snap.Get), r.Policy)
 }
 
 func notFound(node string) error {
-	return types.Errorf(types.NotFound, "node %s is not registered", node)
+	return types.Errorf(types.NotFound, "node %s is not registered and no plugin has a record of it", node)
 }
 
-// List reads every registration, ordered by node id, keeping those of the
-// given status when one is given.
+// List reads every node the registry or any plugin knows, ordered by node
+// id, keeping those of the given status when one is given. A node with a
+// plugin record and no registration is listed as unregistered (version 0).
 func (r *Registry) List(ctx context.Context, status Status) ([]*View, error) {
 	prefixes := []string{RegistrationPrefix, SessionPrefix}
 	for _, p := range r.Plugins {
@@ -73,12 +77,20 @@ func (r *Registry) List(ctx context.Context, status Status) ([]*View, error) {
 		return nil, err
 	}
 	shared := sharedOf(r.Plugins, snap.Get)
+	names := map[string]bool{}
+	for _, prefix := range append([]string{RegistrationPrefix}, recordPrefixes(r.Plugins)...) {
+		for _, it := range snap.Under(prefix) {
+			names[strings.TrimPrefix(it.Key, prefix)] = true
+		}
+	}
 	views := []*View{}
-	for _, it := range snap.Under(RegistrationPrefix) {
-		node := strings.TrimPrefix(it.Key, RegistrationPrefix)
+	for _, node := range types.SortedKeys(names) {
 		st, err := readState(node, snap.Get, r.Plugins)
 		if err != nil {
 			return nil, err
+		}
+		if st.reg == nil {
+			st.reg, st.virtual = unregistered(node, time.Time{}), true
 		}
 		v, err := st.view(r.Plugins, shared, r.Policy)
 		if err != nil {
@@ -91,15 +103,28 @@ func (r *Registry) List(ctx context.Context, status Status) ([]*View, error) {
 	return views, nil
 }
 
-// load reads an existing registration inside a command's transaction,
-// checks the version the command expects, and renders the record before.
-func (r *Registry) load(tx *store.Tx, node string, cmd Command) (*nodeState, map[string][]byte, *View, error) {
+func recordPrefixes(plugins []Plugin) []string {
+	out := make([]string, 0, len(plugins))
+	for _, p := range plugins {
+		out = append(out, p.RecordPrefix())
+	}
+	return out
+}
+
+// load reads a registration inside a command's transaction, checks the
+// version the command expects, and renders the record before. A node some
+// plugin has a record of but that has no registration gets one, stored by
+// the command if it changes anything.
+func (r *Registry) load(tx *store.Tx, node string, cmd Command, now time.Time) (*nodeState, map[string][]byte, *View, error) {
 	st, err := readState(node, tx.Get, r.Plugins)
 	if err != nil {
 		return nil, nil, nil, err
 	}
 	if st.reg == nil {
-		return nil, nil, nil, notFound(node)
+		if len(st.records) == 0 {
+			return nil, nil, nil, notFound(node)
+		}
+		st.reg, st.virtual = unregistered(node, now), true
 	}
 	if err := cmd.CheckVersion("node "+node+" registration", st.reg.Version); err != nil {
 		return nil, nil, nil, err
@@ -115,7 +140,7 @@ func (r *Registry) load(tx *store.Tx, node string, cmd Command) (*nodeState, map
 func (r *Registry) change(ctx context.Context, node string, cmd Command, decide func(st *nodeState, holds bool, status Status) (bool, error)) (Answer[*View], error) {
 	now := r.Clock.Now()
 	return Run(ctx, r.Store, cmd, r.nodeKeys(node), now, func(tx *store.Tx) (*View, error) {
-		st, shared, before, err := r.load(tx, node, cmd)
+		st, shared, before, err := r.load(tx, node, cmd, now)
 		if err != nil {
 			return nil, err
 		}
@@ -130,6 +155,7 @@ func (r *Registry) change(ctx context.Context, node string, cmd Command, decide 
 		if err := putRegistration(tx, st.reg); err != nil {
 			return nil, err
 		}
+		st.virtual = false
 		return st.view(r.Plugins, shared, r.Policy)
 	})
 }
@@ -229,7 +255,7 @@ func (r *Registry) Admit(ctx context.Context, node string, cmd Command) (Answer[
 func (r *Registry) Isolate(ctx context.Context, node string, cmd Command) (Answer[*IsolateResult], error) {
 	now := r.Clock.Now()
 	return Run(ctx, r.Store, cmd, r.nodeKeys(node), now, func(tx *store.Tx) (*IsolateResult, error) {
-		st, shared, before, err := r.load(tx, node, cmd)
+		st, shared, before, err := r.load(tx, node, cmd, now)
 		if err != nil {
 			return nil, err
 		}
@@ -274,6 +300,7 @@ func (r *Registry) Isolate(ctx context.Context, node string, cmd Command) (Answe
 		if err := putRegistration(tx, st.reg); err != nil {
 			return nil, err
 		}
+		st.virtual = false
 		if res.Node, err = st.view(r.Plugins, shared, r.Policy); err != nil {
 			return nil, err
 		}
@@ -282,10 +309,13 @@ func (r *Registry) Isolate(ctx context.Context, node string, cmd Command) (Answe
 }
 
 // Heartbeat refreshes the node's session for ttl and records what was
-// measured on its host. A node that never registered is registered by its
-// first heartbeat; a new boot id starts a new incarnation, which clears
-// isolation. Retired and revoked nodes are refused.
-func (r *Registry) Heartbeat(ctx context.Context, node string, m Measurement, ttl time.Duration, memoryTight int64, cmd Command) (Answer[*View], error) {
+// measured on its host. A node no plugin has a record of and the registry
+// has never seen is refused with not_found unless register is set (an agent
+// that starts before core adds the node); a node with a plugin record but
+// no registration is registered by its first heartbeat. A new boot id
+// starts a new incarnation, which clears isolation. Retired and revoked
+// nodes are refused.
+func (r *Registry) Heartbeat(ctx context.Context, node string, m Measurement, ttl time.Duration, memoryTight int64, register bool, cmd Command) (Answer[*View], error) {
 	now := r.Clock.Now()
 	return Run(ctx, r.Store, cmd, r.nodeKeys(node), now, func(tx *store.Tx) (*View, error) {
 		st, err := readState(node, tx.Get, r.Plugins)
@@ -293,6 +323,9 @@ func (r *Registry) Heartbeat(ctx context.Context, node string, m Measurement, tt
 			return nil, err
 		}
 		if st.reg == nil {
+			if len(st.records) == 0 && !register {
+				return nil, types.Errorf(types.NotFound, "node %s is not registered and no plugin has a record of it: add it to core first, or register it on purpose (heartbeat --register)", node)
+			}
 			st.reg = NewRegistration(node, now)
 		} else if err := cmd.CheckVersion("node "+node+" registration", st.reg.Version); err != nil {
 			return nil, err
@@ -329,5 +362,39 @@ func (r *Registry) Heartbeat(ctx context.Context, node string, m Measurement, tt
 			return nil, err
 		}
 		return st.view(r.Plugins, sharedOf(r.Plugins, tx.Get), r.Policy)
+	})
+}
+
+// Forget deletes the registration and session of a node no plugin has a
+// record of (a name registered by a heartbeat and never added, or left by a
+// removed node): a node with a plugin record must be removed through core
+// first, and a RETIRED tombstone stays for ever. The answer is the record
+// as it was.
+func (r *Registry) Forget(ctx context.Context, node string, cmd Command) (Answer[*View], error) {
+	now := r.Clock.Now()
+	return Run(ctx, r.Store, cmd, r.nodeKeys(node), now, func(tx *store.Tx) (*View, error) {
+		st, err := readState(node, tx.Get, r.Plugins)
+		if err != nil {
+			return nil, err
+		}
+		if st.reg == nil {
+			return nil, notFound(node)
+		}
+		if err := cmd.CheckVersion("node "+node+" registration", st.reg.Version); err != nil {
+			return nil, err
+		}
+		before, err := st.view(r.Plugins, sharedOf(r.Plugins, tx.Get), r.Policy)
+		if err != nil {
+			return nil, err
+		}
+		if names := types.SortedKeys(st.records); len(names) > 0 {
+			return nil, refuse(node, before.Status, fmt.Sprintf("the %s plugin still has a record of it; remove the node through core first", strings.Join(names, " and ")))
+		}
+		if st.reg.Admission == Retired {
+			return nil, refuse(node, before.Status, "a retired node's tombstone stays for ever, so its name never comes back")
+		}
+		tx.Delete(RegistrationKey(node))
+		tx.Delete(SessionKey(node))
+		return before, nil
 	})
 }

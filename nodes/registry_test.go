@@ -64,7 +64,7 @@ func TestHeartbeatIncarnations(t *testing.T) {
 	r, clock := registry(t)
 	beat := func(boot string) *nodes.View {
 		t.Helper()
-		out, err := r.Heartbeat(ctx, "n1", nodes.Measurement{BootID: boot}, 30*time.Second, 0, nodes.Command{})
+		out, err := r.Heartbeat(ctx, "n1", nodes.Measurement{BootID: boot}, 30*time.Second, 0, true, nodes.Command{})
 		require.NoError(t, err)
 		return out.Value
 	}
@@ -105,7 +105,7 @@ func TestHeartbeatIncarnations(t *testing.T) {
 func TestCommandReplay(t *testing.T) {
 	ctx := context.Background()
 	r, clock := registry(t)
-	_, err := r.Heartbeat(ctx, "n1", nodes.Measurement{}, time.Second, 0, nodes.Command{})
+	_, err := r.Heartbeat(ctx, "n1", nodes.Measurement{}, time.Second, 0, true, nodes.Command{})
 	require.NoError(t, err)
 	drain := nodes.Command{ID: "c1", Args: "nodes drain n1"}
 
@@ -194,10 +194,10 @@ func TestRecordRemoved(t *testing.T) {
 	remove := func(t *testing.T, s store.Store, plugin string) {
 		t.Helper()
 		plugins := []nodes.Plugin{engine.Registered(storage.Plugin{}), engine.Registered(overcommit.Plugin{})}
-		keys := append([]string{nodes.RecordPrefix(plugin) + "n1"}, nodes.RemovalKeys("n1", plugin, plugins)...)
+		keys := append([]string{nodes.RecordPrefix(plugin) + "n1"}, nodes.RecordKeys("n1", plugin, plugins)...)
 		require.NoError(t, store.Update(ctx, s, keys, func(tx *store.Tx) error {
 			tx.Delete(nodes.RecordPrefix(plugin) + "n1")
-			return nodes.RecordRemoved(tx, "n1", plugin, plugins, time.Unix(100, 0))
+			return nodes.RecordRemoved(tx, "n1", plugin, plugins)
 		}))
 	}
 	seed := func(t *testing.T, reg *nodes.Registration, plugins ...string) *nodes.Registry {
@@ -216,7 +216,7 @@ func TestRecordRemoved(t *testing.T) {
 		_, err := r.Get(ctx, "n1")
 		require.Equal(t, types.NotFound, types.ClassOf(err))
 	})
-	t.Run("another plugin's record keeps the registration, without this plugin's ledger", func(t *testing.T) {
+	t.Run("another plugin's record keeps the registration whole, ledger included, for core's undo", func(t *testing.T) {
 		reg := nodes.NewRegistration("n1", time.Unix(0, 0))
 		reg.Release("compute", types.Amounts{"cpu_millis": 1000})
 		reg.Release("storage", types.Amounts{"storage": 5})
@@ -224,10 +224,32 @@ func TestRecordRemoved(t *testing.T) {
 		remove(t, r.Store, "compute")
 		v, err := r.Get(ctx, "n1")
 		require.NoError(t, err)
-		require.NotContains(t, v.Released, "compute")
+		require.Contains(t, v.Released, "compute")
 		require.Contains(t, v.Released, "storage")
-		require.Equal(t, int64(2), v.Version, "forgetting a ledger is a new version")
+		require.Equal(t, int64(1), v.Version, "the registration is untouched")
 	})
+	for _, c := range []struct {
+		name  string
+		shape func(r *nodes.Registration)
+	}{
+		{"a drained registration outlives its last record", func(r *nodes.Registration) { r.Drain = true }},
+		{"an isolated registration outlives its last record", func(r *nodes.Registration) { r.Isolated = true }},
+		{"a registration with a ledger outlives its last record", func(r *nodes.Registration) { r.Release("compute", types.Amounts{"cpu_millis": 1}) }},
+		{"a revoked registration outlives its last record", func(r *nodes.Registration) { r.Admission = nodes.Revoked }},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			reg := nodes.NewRegistration("n1", time.Unix(0, 0))
+			c.shape(reg)
+			r := seed(t, reg, "compute")
+			remove(t, r.Store, "compute")
+			v, err := r.Get(ctx, "n1")
+			require.NoError(t, err)
+			require.Equal(t, reg.Drain, v.Drain)
+			require.Equal(t, reg.Isolated, v.Isolated)
+			require.Equal(t, reg.Admission, v.Admission)
+			require.Equal(t, len(reg.Released), len(v.Released))
+		})
+	}
 	t.Run("a retired tombstone stays for ever", func(t *testing.T) {
 		reg := nodes.NewRegistration("n1", time.Unix(0, 0))
 		reg.Admission = nodes.Retired

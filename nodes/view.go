@@ -30,21 +30,25 @@ type Plugin interface {
 
 // View is a registration as `nodes get` prints it.
 type View struct {
-	NodeID              string                     `json:"node_id"`
-	Admission           Admission                  `json:"admission"`
-	Status              Status                     `json:"status"`
-	Drain               bool                       `json:"drain"`
-	Isolated            bool                       `json:"isolated"`
-	IsolatedIncarnation int64                      `json:"isolated_incarnation"`
-	Incarnation         int64                      `json:"incarnation"`
-	BootID              string                     `json:"boot_id"`
-	Version             int64                      `json:"registration_version"`
-	CreatedAt           time.Time                  `json:"created_at"`
-	UpdatedAt           time.Time                  `json:"updated_at"`
-	Session             SessionView                `json:"session"`
-	Observation         *Observation               `json:"observation,omitempty"`
-	Released            map[string]any             `json:"released"`
-	Resources           map[string]ResourceSummary `json:"resources"`
+	NodeID    string    `json:"node_id"`
+	Admission Admission `json:"admission"`
+	Status    Status    `json:"status"`
+	// Schedulable says whether the node may take new work now; when it may
+	// not, UnschedulableReasons names every reason that holds.
+	Schedulable          bool                       `json:"schedulable"`
+	UnschedulableReasons []string                   `json:"unschedulable_reasons"`
+	Drain                bool                       `json:"drain"`
+	Isolated             bool                       `json:"isolated"`
+	IsolatedIncarnation  int64                      `json:"isolated_incarnation"`
+	Incarnation          int64                      `json:"incarnation"`
+	BootID               string                     `json:"boot_id"`
+	Version              int64                      `json:"registration_version"`
+	CreatedAt            time.Time                  `json:"created_at"`
+	UpdatedAt            time.Time                  `json:"updated_at"`
+	Session              SessionView                `json:"session"`
+	Observation          *Observation               `json:"observation,omitempty"`
+	Released             map[string]any             `json:"released"`
+	Resources            map[string]ResourceSummary `json:"resources"`
 }
 
 // SessionView is the session part of a View: live, since and expires_at
@@ -69,6 +73,9 @@ type nodeState struct {
 	session *Session
 	records map[string][]byte // plugin name -> record
 	holds   bool              // some plugin records usage (set by view)
+	// virtual: the node has plugin records and no registration; like the
+	// placement verbs, the view lets it take work.
+	virtual bool
 }
 
 // decodeRegistration reads a stored registration.
@@ -78,6 +85,14 @@ func decodeRegistration(node string, data []byte) (*Registration, error) {
 		return nil, types.Wrap(types.Internal, err, "registration of node "+node+" is corrupt")
 	}
 	return r, nil
+}
+
+// unregistered is how the registry sees a node some plugin has a record of
+// but that has no registration (written by another plugin, or before the
+// registry existed): admitted and ready, at version 0. The first operator
+// write on it stores it, in that write's transaction.
+func unregistered(node string, now time.Time) *Registration {
+	return &Registration{NodeID: node, Admission: Admitted, CreatedAt: now.UTC(), UpdatedAt: now.UTC()}
 }
 
 // readState extracts one node's state from a snapshot (or a transaction's
@@ -109,6 +124,9 @@ func readState(node string, get func(string) ([]byte, bool), plugins []Plugin) (
 // records usage on the node.
 func (st *nodeState) view(plugins []Plugin, shared map[string][]byte, p Policy) (*View, error) {
 	reg := st.reg
+	if st.virtual {
+		p.RequireSession = false
+	}
 	live := st.session != nil
 	v := &View{
 		NodeID:              reg.NodeID,
@@ -154,7 +172,23 @@ func (st *nodeState) view(plugins []Plugin, shared map[string][]byte, p Policy) 
 	}
 	st.holds = holds
 	v.Status = reg.Status(live, holds, p)
+	v.UnschedulableReasons = reasonsOf(reg, live, v.Status, p)
+	v.Schedulable = len(v.UnschedulableReasons) == 0
 	return v, nil
+}
+
+// reasonsOf lists why the node may not take new work (never nil, so the
+// view always shows the list); a drained node says drained.
+func reasonsOf(reg *Registration, live bool, status Status, p Policy) []string {
+	out := append([]string{}, reg.Reasons(live, p)...)
+	if status == StatusDrained {
+		for i, r := range out {
+			if r == "node is draining" {
+				out[i] = "node is drained"
+			}
+		}
+	}
+	return out
 }
 
 // sharedOf collects the plugins' shared keys from a snapshot.

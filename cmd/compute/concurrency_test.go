@@ -67,10 +67,13 @@ func TestManyNodes(t *testing.T) {
 			nodes[i] = obj{"podname": "p", "nodename": n}
 		}
 		env.Call(t, bin, "get-metrics", obj{"nodes": nodes}, &samples)
-		require.Len(t, samples, 6*count)
+		require.Len(t, samples, 7*count, "six gauges and node_schedulable per node")
 		require.Equal(t, "core.node.n00.compute.cpu.schedulable_millis", samples[0].Key)
 		require.Equal(t, "64000", samples[0].Value)
-		require.Equal(t, "core.node.n03.compute.cpu.used_millis", samples[3*6+1].Key)
-		require.Equal(t, "10000", samples[3*6+1].Value)
+		require.Equal(t, "core.node.n03.compute.cpu.used_millis", samples[3*7+1].Key)
+		require.Equal(t, "10000", samples[3*7+1].Value)
+		require.Equal(t, "core.node.n11.compute.schedulable", samples[11*7+6].Key)
+		require.Equal(t, "0", samples[11*7+6].Value, "the drained node, read with the prefixes")
+		require.Equal(t, "0", samples[11*7].Value, "the drained node has no schedulable CPU")
 	})
 }

@@ -407,7 +407,7 @@ func TestCalculateRemap(t *testing.T) {
 
 func TestMetrics(t *testing.T) {
 	testenv.Backends(t, func(t *testing.T, env *testenv.Env) {
-		t.Run("the description declares six gauges labelled by pod and node", func(t *testing.T) {
+		t.Run("the description declares six gauges labelled by pod and node, and node_schedulable by status too", func(t *testing.T) {
 			var desc []struct {
 				Name   string   `json:"name"`
 				Help   string   `json:"help"`
@@ -419,11 +419,15 @@ func TestMetrics(t *testing.T) {
 			for i, d := range desc {
 				names[i] = d.Name
 				require.Equal(t, "gauge", d.Type)
-				require.Equal(t, []string{"podname", "nodename"}, d.Labels)
+				labels := []string{"podname", "nodename"}
+				if d.Name == "node_schedulable" {
+					labels = append(labels, "status")
+				}
+				require.Equal(t, labels, d.Labels)
 				require.NotEmpty(t, d.Help)
 			}
 			require.Equal(t, []string{"compute_cpu_schedulable_millis", "compute_cpu_used_millis", "compute_memory_schedulable_bytes",
-				"compute_memory_used_bytes", "compute_cpu_ratio", "compute_memory_ratio"}, names)
+				"compute_memory_used_bytes", "compute_cpu_ratio", "compute_memory_ratio", "node_schedulable"}, names)
 		})
 
 		addNode(t, env, "n1.dc1", 16, "64G")
@@ -440,7 +444,8 @@ func TestMetrics(t *testing.T) {
 				{"name": "compute_memory_schedulable_bytes", "labels": ["pod1", "n1.dc1"], "key": "`+k+`memory.schedulable_bytes", "value": "103079215104"},
 				{"name": "compute_memory_used_bytes", "labels": ["pod1", "n1.dc1"], "key": "`+k+`memory.used_bytes", "value": "3221225472"},
 				{"name": "compute_cpu_ratio", "labels": ["pod1", "n1.dc1"], "key": "`+k+`cpu.ratio", "value": "4000"},
-				{"name": "compute_memory_ratio", "labels": ["pod1", "n1.dc1"], "key": "`+k+`memory.ratio", "value": "1500"}]`, string(raw))
+				{"name": "compute_memory_ratio", "labels": ["pod1", "n1.dc1"], "key": "`+k+`memory.ratio", "value": "1500"},
+				{"name": "node_schedulable", "labels": ["pod1", "n1.dc1", "READY"], "key": "`+k+`schedulable", "value": "1"}]`, string(raw))
 		})
 		t.Run("a batch of nodes answers each known node's samples in order", func(t *testing.T) {
 			var samples []struct {
@@ -450,11 +455,12 @@ func TestMetrics(t *testing.T) {
 				Value  string   `json:"value"`
 			}
 			env.Call(t, bin, "get-metrics", obj{"nodes": []obj{{"podname": "p2", "nodename": "n2"}, {"podname": "p2", "nodename": "ghost"}, {"podname": "pod1", "nodename": "n1.dc1"}}}, &samples)
-			require.Len(t, samples, 12)
+			require.Len(t, samples, 14)
 			require.Equal(t, []string{"p2", "n2"}, samples[0].Labels)
 			require.Equal(t, "core.node.n2.compute.cpu.schedulable_millis", samples[0].Key)
 			require.Equal(t, "8000", samples[0].Value)
-			require.Equal(t, "core.node.n1_dc1.compute.memory.ratio", samples[11].Key)
+			require.Equal(t, "core.node.n2.compute.schedulable", samples[6].Key)
+			require.Equal(t, "core.node.n1_dc1.compute.memory.ratio", samples[12].Key)
 		})
 		t.Run("a node compute never saw has no samples", func(t *testing.T) {
 			require.Equal(t, `[]`, string(env.Call(t, bin, "get-metrics", obj{"podname": "p", "nodename": "ghost"}, nil)))

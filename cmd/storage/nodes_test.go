@@ -489,7 +489,7 @@ func TestNodesGetPrintsTheRecord(t *testing.T) {
 	for k := range m {
 		keys = append(keys, k)
 	}
-	require.ElementsMatch(t, []string{"node_id", "admission", "status", "drain", "isolated", "isolated_incarnation", "incarnation",
+	require.ElementsMatch(t, []string{"node_id", "admission", "status", "schedulable", "unschedulable_reasons", "drain", "isolated", "isolated_incarnation", "incarnation",
 		"boot_id", "registration_version", "created_at", "updated_at", "session", "released", "resources"}, keys,
 		"observation is shown only while the session is live")
 	require.JSONEq(t, `{"ever": false}`, string(m["session"]), "live, since and expires_at only while the session is live")

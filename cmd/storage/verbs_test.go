@@ -323,7 +323,7 @@ func TestMetrics(t *testing.T) {
 				Labels []string `json:"labels"`
 			}
 			env.Call(t, "storage", "get-metrics-description", obj{}, &desc)
-			require.Len(t, desc, 4)
+			require.Len(t, desc, 5)
 			names := map[string][]string{}
 			for _, d := range desc {
 				require.Equal(t, "gauge", d.Type)
@@ -334,6 +334,7 @@ func TestMetrics(t *testing.T) {
 				"storage_capacity":        {"podname", "nodename"},
 				"storage_volume_used":     {"podname", "nodename", "device"},
 				"storage_volume_capacity": {"podname", "nodename", "device"},
+				"node_schedulable":        {"podname", "nodename", "status"},
 			}, names)
 		})
 		addNode(t, env, "node.one", obj{"volumes": []string{"/data.0:1T"}, "storage": "1T"})
@@ -349,6 +350,7 @@ func TestMetrics(t *testing.T) {
 			{"storage_capacity", []string{"pod1", "node.one"}, "core.node.node_one.storage.capacity", "2199023255552"},
 			{"storage_volume_used", []string{"pod1", "node.one", "/data.0"}, "core.node.node_one.storage.volume._data_0.used", "1073741824"},
 			{"storage_volume_capacity", []string{"pod1", "node.one", "/data.0"}, "core.node.node_one.storage.volume._data_0.capacity", "1099511627776"},
+			{"node_schedulable", []string{"pod1", "node.one", "READY"}, "core.node.node_one.storage.schedulable", "1"},
 		}
 		t.Run("a node's samples carry its label values, statsd keys and values as strings", func(t *testing.T) {
 			var got []metric

@@ -1,0 +1,167 @@
+package main_test
+
+import (
+	"encoding/json"
+	"os"
+	"path/filepath"
+	"testing"
+
+	"github.com/stretchr/testify/require"
+
+	"github.com/eru-extend/resources/tests/testenv"
+)
+
+// These tests replay exactly what core's cobalt resource manager sends
+// when it rolls back a write (the before it was answered, with
+// delta=false) or undoes a remove-node (set-node-resource-info with what
+// get-node-resource-info answered).
+
+// bootDir is a fake /proc whose boot id is boot.
+func bootDir(t *testing.T, boot string) string {
+	t.Helper()
+	dir := t.TempDir()
+	p := filepath.Join(dir, "sys/kernel/random/boot_id")
+	require.NoError(t, os.MkdirAll(filepath.Dir(p), 0o755))
+	require.NoError(t, os.WriteFile(p, []byte(boot+"\n"), 0o644))
+	return dir
+}
+
+type rawChange struct {
+	Before json.RawMessage `json:"before"`
+	After  json.RawMessage `json:"after"`
+}
+
+func usageWrite(t *testing.T, env *testenv.Env, req obj) rawChange {
+	t.Helper()
+	var ch rawChange
+	env.Call(t, bin, "set-node-resource-usage", req, &ch)
+	return ch
+}
+
+func released(t *testing.T, env *testenv.Env, node string) map[string]amount {
+	t.Helper()
+	var reg struct {
+		Released map[string]amount `json:"released"`
+	}
+	env.OpOK(t, bin, &reg, "nodes", "get", node)
+	return reg.Released
+}
+
+func TestComputeRollbackOfAnAbsorbedDecrease(t *testing.T) {
+	testenv.Backends(t, func(t *testing.T, env *testenv.Env) {
+		addNode(t, env, "n1", 10, "10G")
+		old := workload{3000, 3000, 3 * gib, 3 * gib}
+		usageWrite(t, env, obj{"nodename": "n1", "workloads_resource": []workload{old, old}, "delta": true, "incr": true})
+		env.OpOK(t, bin, nil, "nodes", "isolate", "n1")
+		env.OpOK(t, bin, nil, "nodes", "heartbeat", "n1", "--proc-root", bootDir(t, "boot-2"), "--clock-sync", "SYNCHRONIZED", "--clock-max-error", "1ms")
+		fresh := workload{5000, 5000, 5 * gib, 5 * gib}
+		usageWrite(t, env, obj{"nodename": "n1", "workloads_resource": []workload{fresh}, "delta": true, "incr": true})
+
+		remove := obj{"nodename": "n1", "resource": nil, "resource_request": nil, "workloads_resource": []workload{old}, "delta": true, "incr": false}
+		ch := usageWrite(t, env, remove)
+		require.Equal(t, map[string]amount{"compute": {3000, 3 * gib}}, released(t, env, "n1"), "the decrease came from the ledger")
+
+		t.Run("core's replay of the before restores the ledger with the usage", func(t *testing.T) {
+			usageWrite(t, env, obj{"nodename": "n1", "resource": ch.Before, "resource_request": nil, "workloads_resource": nil, "delta": false, "incr": false})
+			require.Equal(t, map[string]amount{"compute": {6000, 6 * gib}}, released(t, env, "n1"))
+			require.Equal(t, amount{5000, 5 * gib}, info(t, env, "n1").Usage)
+		})
+		t.Run("the retry and the next removal leave exactly the new workload", func(t *testing.T) {
+			usageWrite(t, env, remove)
+			usageWrite(t, env, remove)
+			require.Empty(t, released(t, env, "n1"))
+			require.Equal(t, amount{5000, 5 * gib}, info(t, env, "n1").Usage)
+			line := env.Fail(t, bin, "calculate-deploy", obj{"nodename": "n1", "deploy_count": 1, "workload_resource_request": obj{"cpu": 8}})
+			require.Contains(t, line, "resource_exhausted")
+		})
+	})
+}
+
+func TestComputeUndoOfARemoveNode(t *testing.T) {
+	testenv.Backends(t, func(t *testing.T, env *testenv.Env) {
+		addNode(t, env, "n1", 16, "64G")
+		place(t, env, "n1", 2, obj{"cpu": 5, "memory": "1G"})
+		env.OpOK(t, bin, nil, "nodes", "isolate", "n1")
+
+		raw := env.Call(t, bin, "get-node-resource-info", obj{"nodename": "n1", "workloads_resource": nil}, nil)
+		var read struct {
+			Capacity json.RawMessage `json:"capacity"`
+			Usage    json.RawMessage `json:"usage"`
+		}
+		require.NoError(t, json.Unmarshal(raw, &read))
+		env.Call(t, bin, "remove-node", obj{"nodename": "n1"}, nil)
+		env.Call(t, bin, "set-node-resource-info", obj{"nodename": "n1", "capacity": read.Capacity, "usage": read.Usage}, nil)
+
+		t.Run("the node comes back isolated with its ledger", func(t *testing.T) {
+			require.Equal(t, map[string]amount{"compute": {10000, 2 * gib}}, released(t, env, "n1"))
+			line := env.Fail(t, bin, "calculate-deploy", obj{"nodename": "n1", "deploy_count": 1, "workload_resource_request": obj{"cpu": 1}})
+			require.Contains(t, line, "node is isolated")
+		})
+		t.Run("core's cleanup of the dead workloads is absorbed, never out of range", func(t *testing.T) {
+			usageWrite(t, env, obj{"nodename": "n1", "workloads_resource": []workload{{5000, 5000, gib, gib}, {5000, 5000, gib, gib}}, "delta": true, "incr": false})
+			require.Empty(t, released(t, env, "n1"))
+			require.Equal(t, amount{}, info(t, env, "n1").Usage)
+		})
+	})
+}
+
+func TestComputeMostIdleAndMetricsSkipNodesThatCannotTakeWork(t *testing.T) {
+	testenv.Backends(t, func(t *testing.T, env *testenv.Env) {
+		addNode(t, env, "idle-retired", 64, "64G")
+		addNode(t, env, "idle-isolated", 64, "64G")
+		addNode(t, env, "busy", 8, "8G")
+		place(t, env, "busy", 1, obj{"cpu": 4})
+		env.OpOK(t, bin, nil, "nodes", "drain", "idle-retired")
+		env.OpOK(t, bin, nil, "nodes", "retire", "idle-retired")
+		env.OpOK(t, bin, nil, "nodes", "isolate", "idle-isolated")
+
+		t.Run("get-most-idle-node answers the busier node that can take work", func(t *testing.T) {
+			var got struct {
+				Nodename string `json:"nodename"`
+				Priority int    `json:"priority"`
+			}
+			env.Call(t, bin, "get-most-idle-node", obj{"nodenames": []string{"idle-retired", "idle-isolated", "busy"}}, &got)
+			require.Equal(t, "busy", got.Nodename)
+		})
+		t.Run("and fails naming why each was skipped when none can", func(t *testing.T) {
+			line := env.Fail(t, bin, "get-most-idle-node", obj{"nodenames": []string{"idle-retired", "idle-isolated"}})
+			require.Equal(t, "compute: get-most-idle-node: failed_precondition: no node may take new work: idle-retired (node is retired; node is draining), idle-isolated (node is isolated)", line)
+		})
+		t.Run("get-metrics reports no schedulable capacity for them and node_schedulable 0 with the status", func(t *testing.T) {
+			var got []struct {
+				Name   string   `json:"name"`
+				Labels []string `json:"labels"`
+				Key    string   `json:"key"`
+				Value  string   `json:"value"`
+			}
+			env.Call(t, bin, "get-metrics", obj{"nodes": []obj{{"podname": "p", "nodename": "idle-retired"}, {"podname": "p", "nodename": "idle-isolated"}, {"podname": "p", "nodename": "busy"}}}, &got)
+			values := map[string]string{}
+			status := map[string]string{}
+			for _, m := range got {
+				values[m.Key] = m.Value
+				if m.Name == "node_schedulable" {
+					require.Len(t, m.Labels, 3)
+					status[m.Labels[1]] = m.Labels[2]
+				}
+			}
+			for _, n := range []string{"idle-retired", "idle-isolated"} {
+				require.Equal(t, "0", values["core.node."+n+".compute.cpu.schedulable_millis"], n)
+				require.Equal(t, "0", values["core.node."+n+".compute.memory.schedulable_bytes"], n)
+				require.Equal(t, "0", values["core.node."+n+".compute.schedulable"], n)
+			}
+			require.Equal(t, "8000", values["core.node.busy.compute.cpu.schedulable_millis"])
+			require.Equal(t, "1", values["core.node.busy.compute.schedulable"])
+			require.Equal(t, map[string]string{"idle-retired": "RETIRED", "idle-isolated": "UNAVAILABLE", "busy": "READY"}, status)
+		})
+		t.Run("a RETIRED tombstone refuses capacity writes and records, naming it", func(t *testing.T) {
+			unchanged(t, env, func() {
+				line := env.Fail(t, bin, "set-node-resource-capacity", obj{"nodename": "idle-retired", "resource_request": obj{"cpu": 1}, "delta": true, "incr": true})
+				require.Equal(t, "compute: set-node-resource-capacity: node idle-retired: failed_precondition: node is RETIRED: the tombstone of a retired node takes no capacity write; a new host takes a new node name", line)
+				line = env.Fail(t, bin, "set-node-resource-info", obj{"nodename": "idle-retired", "capacity": obj{"cpu_millis": 1000, "memory_bytes": gib}, "usage": obj{"cpu_millis": 0, "memory_bytes": 0}})
+				require.Contains(t, line, "failed_precondition: node is RETIRED: the tombstone of a retired node takes no record")
+				line = env.Fail(t, bin, "set-node-resource-usage", obj{"nodename": "idle-retired", "resource_request": obj{"cpu": 1}, "delta": true, "incr": true})
+				require.Equal(t, "compute: set-node-resource-usage: node idle-retired: failed_precondition: node is RETIRED: the tombstone takes no growth, the write would add 1000 to cpu_millis", line)
+			})
+		})
+	})
+}

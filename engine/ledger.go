@@ -1,0 +1,74 @@
+package engine
+
+import (
+	"bytes"
+	"encoding/json"
+
+	"github.com/eru-extend/resources/types"
+)
+
+// LedgerKey is the key set-node-resource-usage adds to the before and after
+// it answers when the node's isolation ledger is involved: the plugin's
+// ledger at that point, flattened (component -> amount). core passes a
+// before back unchanged when it rolls the write back (resource, with
+// delta=false), and the replay sets the ledger back with the usage, so the
+// node is exactly as it was before the write.
+const LedgerKey = "isolation_ledger"
+
+// takeLedger removes LedgerKey from a usage change in stored or request
+// form and returns the snapshot it held (nil when absent), so the resource
+// sees its own shape only.
+func takeLedger(c *types.Change) (types.Amounts, error) {
+	if c.Form != types.StoredForm && c.Form != types.RequestForm {
+		return nil, nil
+	}
+	raw := bytes.TrimSpace(c.Raw)
+	if len(raw) == 0 || raw[0] != '{' {
+		return nil, nil
+	}
+	var fields map[string]json.RawMessage
+	if err := json.Unmarshal(raw, &fields); err != nil {
+		return nil, nil // the resource reports its own shape's errors
+	}
+	snap, ok := fields[LedgerKey]
+	if !ok {
+		return nil, nil
+	}
+	var ledger types.Amounts
+	if err := json.Unmarshal(snap, &ledger); err != nil || ledger == nil {
+		return nil, types.Invalid("%s: want an object of non-negative integers, as set-node-resource-usage answered it", LedgerKey)
+	}
+	for _, k := range ledger.Keys() {
+		if ledger[k] < 0 {
+			return nil, types.Invalid("%s: %s is %d, below 0", LedgerKey, k, ledger[k])
+		}
+	}
+	delete(fields, LedgerKey)
+	rest, err := json.Marshal(fields)
+	if err != nil {
+		return nil, err
+	}
+	c.Raw = rest
+	return ledger, nil
+}
+
+// withLedger adds the ledger snapshot to a usage view (a JSON object).
+func withLedger(view any, ledger types.Amounts) (any, error) {
+	data, err := json.Marshal(view)
+	if err != nil {
+		return nil, err
+	}
+	var fields map[string]json.RawMessage
+	if err := json.Unmarshal(data, &fields); err != nil {
+		return nil, types.Wrap(types.Internal, err, "usage view is not an object")
+	}
+	if ledger == nil {
+		ledger = types.Amounts{}
+	}
+	snap, err := json.Marshal(ledger)
+	if err != nil {
+		return nil, err
+	}
+	fields[LedgerKey] = snap
+	return fields, nil
+}

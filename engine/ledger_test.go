@@ -1,0 +1,75 @@
+package engine
+
+import (
+	"bytes"
+	"encoding/json"
+	"fmt"
+	"log/slog"
+	"strings"
+	"testing"
+
+	"github.com/stretchr/testify/require"
+
+	"github.com/eru-extend/resources/types"
+)
+
+func TestTakeLedger(t *testing.T) {
+	for _, c := range []struct {
+		name    string
+		change  types.Change
+		want    types.Amounts
+		rest    string
+		invalid string
+	}{
+		{name: "a change without the key is left alone", change: types.Change{Form: types.StoredForm, Raw: json.RawMessage(`{"storage":1}`)}, rest: `{"storage":1}`},
+		{name: "the key is taken out of a stored change", change: types.Change{Form: types.StoredForm, Raw: json.RawMessage(`{"storage":1,"isolation_ledger":{"storage":5}}`)},
+			want: types.Amounts{"storage": 5}, rest: `{"storage":1}`},
+		{name: "an empty snapshot is an empty ledger, not none", change: types.Change{Form: types.StoredForm, Raw: json.RawMessage(`{"isolation_ledger":{}}`)},
+			want: types.Amounts{}, rest: `{}`},
+		{name: "workloads are never a snapshot", change: types.Change{Form: types.WorkloadsForm, Raw: json.RawMessage(`[{"isolation_ledger":{}}]`)}, rest: `[{"isolation_ledger":{}}]`},
+		{name: "a negative amount is refused", change: types.Change{Form: types.StoredForm, Raw: json.RawMessage(`{"isolation_ledger":{"storage":-1}}`)}, invalid: "storage is -1, below 0"},
+		{name: "a snapshot that is not an object of integers is refused", change: types.Change{Form: types.StoredForm, Raw: json.RawMessage(`{"isolation_ledger":[1]}`)}, invalid: "want an object"},
+		{name: "null is refused", change: types.Change{Form: types.StoredForm, Raw: json.RawMessage(`{"isolation_ledger":null}`)}, invalid: "want an object"},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			ch := c.change
+			got, err := takeLedger(&ch)
+			if c.invalid != "" {
+				require.Equal(t, types.InvalidArgument, types.ClassOf(err))
+				require.ErrorContains(t, err, c.invalid)
+				return
+			}
+			require.NoError(t, err)
+			require.Equal(t, c.want, got)
+			require.JSONEq(t, c.rest, string(ch.Raw))
+		})
+	}
+}
+
+func TestWithLedgerAddsTheSnapshotToTheUsage(t *testing.T) {
+	out, err := withLedger(struct {
+		CPU int64 `json:"cpu_millis"`
+	}{1000}, nil)
+	require.NoError(t, err)
+	data, err := json.Marshal(out)
+	require.NoError(t, err)
+	require.JSONEq(t, `{"cpu_millis":1000,"isolation_ledger":{}}`, string(data))
+}
+
+func TestLeftOutLinesAreBounded(t *testing.T) {
+	var buf bytes.Buffer
+	e := &Engine[int, int]{Log: slog.New(slog.NewJSONHandler(&buf, nil))}
+	names := make([]string, maxLeftOutLines+5)
+	why := make([]string, len(names))
+	for i := range names {
+		names[i] = fmt.Sprintf("n%d", i)
+		if i != 3 {
+			why[i] = "node is draining"
+		}
+	}
+	e.logLeftOut("get-nodes-deploy-capacity", names, why)
+	lines := strings.Split(strings.TrimSpace(buf.String()), "\n")
+	require.Len(t, lines, maxLeftOutLines+1, "one line a node up to the bound, then one counting the rest")
+	require.Contains(t, lines[0], `"node":"n0","reason":"node is draining"`)
+	require.Contains(t, lines[len(lines)-1], `"msg":"more nodes left out","verb":"get-nodes-deploy-capacity","count":4`)
+}
