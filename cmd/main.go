@@ -70,7 +70,9 @@ func (r *runner) app() *cli.App {
 		Flags: []cli.Flag{
 			&cli.StringFlag{Name: "config", Usage: "config file (else $" + config.EnvPath + ", else ./" + r.name + ".yaml, else built-in defaults)"},
 			helpFlag(),
+			versionFlag(),
 		},
+		Action:         r.rootAction,
 		Commands:       append(r.verbCommands(), r.nodesCommand(), r.overcommitCommand(), helpCommand()),
 		HideHelp:       true,
 		HideVersion:    true,

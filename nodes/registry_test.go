@@ -64,7 +64,7 @@ func TestHeartbeatIncarnations(t *testing.T) {
 	r, clock := registry(t)
 	beat := func(boot string) *nodes.View {
 		t.Helper()
-		out, err := r.Heartbeat(ctx, "n1", nodes.Measurement{BootID: boot}, 30*time.Second, 0, nodes.Command{})
+		out, err := r.Heartbeat(ctx, "n1", nodes.Measurement{BootID: boot}, 30*time.Second, 0, true, nodes.Command{})
 		require.NoError(t, err)
 		return out.Value
 	}
@@ -105,7 +105,7 @@ func TestHeartbeatIncarnations(t *testing.T) {
 func TestCommandReplay(t *testing.T) {
 	ctx := context.Background()
 	r, clock := registry(t)
-	_, err := r.Heartbeat(ctx, "n1", nodes.Measurement{}, time.Second, 0, nodes.Command{})
+	_, err := r.Heartbeat(ctx, "n1", nodes.Measurement{}, time.Second, 0, true, nodes.Command{})
 	require.NoError(t, err)
 	drain := nodes.Command{ID: "c1", Args: "nodes drain n1"}
 
