@@ -258,7 +258,7 @@ func (r *runner) nodesCommand() *cli.Command {
 						return read(nodeList{}, types.Invalid("--status %q: want one of %v", op.c.String("status"), nodes.Statuses()))
 					}
 					views, err := r.registry(op.store, op.cfg).List(op.ctx, status)
-					return read(nodeList{Nodes: views}, err)
+					return read(nodeList{Nodes: views, status: status}, err)
 				}, listTables),
 			},
 			{
@@ -293,5 +293,6 @@ func (r *runner) nodesCommand() *cli.Command {
 
 // nodeList is `nodes list`'s answer.
 type nodeList struct {
-	Nodes []*nodes.View `json:"nodes"`
+	Nodes  []*nodes.View `json:"nodes"`
+	status nodes.Status  // the --status filter, for saying what is empty
 }

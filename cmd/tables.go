@@ -146,6 +146,9 @@ func isolateTables(iso *nodes.IsolateResult, now time.Time) []block {
 // listTables are `nodes list`, one node a row; an empty list says so.
 func listTables(list nodeList, now time.Time) []block {
 	if len(list.Nodes) == 0 {
+		if list.status != "" {
+			return []block{{{"No " + string(list.status) + " nodes."}}}
+		}
 		return []block{{{"No nodes registered."}}}
 	}
 	rows := block{{"NODE", "STATUS", "REASONS", "SESSION", "USAGE", "INCARNATION", "VERSION"}}
