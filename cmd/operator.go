@@ -31,7 +31,7 @@ func mutatingFlags(extra ...cli.Flag) []cli.Flag {
 	return append([]cli.Flag{
 		outputFlag(),
 		&cli.StringFlag{Name: "command-id", Usage: "make the command replayable: the same id with the same arguments answers the first answer and writes nothing"},
-		&cli.Int64Flag{Name: "if-version", Usage: "refuse (aborted) unless the record is at this version (no default: unguarded)", DefaultText: "none"},
+		&cli.Int64Flag{Name: "if-version", Usage: "refuse (aborted) unless the record is at this version", DefaultText: "none, unguarded"},
 	}, extra...)
 }
 

@@ -358,3 +358,18 @@ func TestOperatorActionsAreLogged(t *testing.T) {
 		}
 	})
 }
+
+func TestHelpShowsRealDefaults(t *testing.T) {
+	env := testenv.NewEmbedded(t)
+	res := env.Op(t, "storage", "nodes", "heartbeat", "--help")
+	require.Equal(t, 0, res.Code, res.Stderr)
+	require.Regexp(t, `--ttl value +.*\(default: nodes\.session_ttl, 30s unless configured\)`, res.Stdout)
+	require.NotContains(t, res.Stdout, "--command-id")
+	require.NotContains(t, res.Stdout, "--if-version")
+	res = env.Op(t, "storage", "nodes", "drain", "--help")
+	require.Equal(t, 0, res.Code, res.Stderr)
+	require.Regexp(t, `--if-version value +refuse \(aborted\) unless the record is at this version \(default: none, unguarded\)\n`, res.Stdout)
+	require.Regexp(t, `--timeout value +.*\(default: 10m0s\)`, res.Stdout)
+	res = env.Op(t, "compute", "overcommit", "set-node", "--help")
+	require.Regexp(t, `--cpu value +.*\(default: none\)`, res.Stdout)
+}
