@@ -86,7 +86,7 @@ func (r *runner) waitDrained(op *operation, node string, answer nodes.Answer[*no
 }
 
 // usageLeft is every figure a node still holds, by plugin:
-// "storage volume /data0 10 GiB, storage 10 GiB; compute cpu 2000m".
+// "storage: storage 10 GiB, volume /data0 10 GiB; compute: cpu 2000m".
 func usageLeft(v *nodes.View) string {
 	var parts []string
 	for _, name := range types.SortedKeys(v.Resources) {
@@ -97,7 +97,7 @@ func usageLeft(v *nodes.View) string {
 			}
 		}
 		if len(held) > 0 {
-			parts = append(parts, name+" "+strings.Join(held, ", "))
+			parts = append(parts, name+": "+strings.Join(held, ", "))
 		}
 	}
 	if len(parts) == 0 {

@@ -258,7 +258,7 @@ func TestDrainWait(t *testing.T) {
 	testenv.Backends(t, func(t *testing.T, env *testenv.Env) {
 		usedNode(t, env, "n1")
 		a := startAgent(t, env, "nodes", "drain", "n1", "--wait", "--timeout", "1m")
-		a.waitLine(t, "nodes drain n1: DRAINING, usage left: storage storage 10 GiB, volume /data0 10 GiB")
+		a.waitLine(t, "nodes drain n1: DRAINING, usage left: storage: storage 10 GiB, volume /data0 10 GiB")
 		require.Equal(t, "DRAINING", nodeGet(t, env, "n1").Status)
 		release(t, env, "n1")
 		require.Equal(t, 0, a.wait(t), a.stderr())
@@ -272,7 +272,7 @@ func TestDrainWait(t *testing.T) {
 			res := env.Op(t, "storage", "nodes", "drain", "n2", "--wait", "--timeout", "1s")
 			require.Equal(t, 12, res.Code, res.Stderr)
 			require.Empty(t, res.Stdout)
-			require.Contains(t, res.Stderr, "storage: nodes drain n2: DRAINING, usage left: storage storage 10 GiB, volume /data0 10 GiB\n")
+			require.Contains(t, res.Stderr, "storage: nodes drain n2: DRAINING, usage left: storage: storage 10 GiB, volume /data0 10 GiB\n")
 			require.Contains(t, res.Stderr, "storage: nodes drain: deadline_exceeded: node n2 still DRAINING after 1s")
 			require.Equal(t, "DRAINING", nodeGet(t, env, "n2").Status)
 		})
