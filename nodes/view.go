@@ -30,25 +30,26 @@ type Plugin interface {
 
 // View is a registration as `nodes get` prints it.
 type View struct {
-	NodeID    string    `json:"node_id"`
-	Admission Admission `json:"admission"`
-	Status    Status    `json:"status"`
+	NodeID              string                     `json:"node_id"`
+	Admission           Admission                  `json:"admission"`
+	Status              Status                     `json:"status"`
+	Drain               bool                       `json:"drain"`
+	Isolated            bool                       `json:"isolated"`
+	IsolatedIncarnation int64                      `json:"isolated_incarnation"`
+	Incarnation         int64                      `json:"incarnation"`
+	BootID              string                     `json:"boot_id"`
+	Version             int64                      `json:"registration_version"`
+	CreatedAt           time.Time                  `json:"created_at"`
+	UpdatedAt           time.Time                  `json:"updated_at"`
+	Session             SessionView                `json:"session"`
+	Observation         *Observation               `json:"observation,omitempty"`
+	Released            map[string]any             `json:"released"`
+	Resources           map[string]ResourceSummary `json:"resources"`
+
 	// Schedulable and UnschedulableReasons say whether the node may take
 	// new work and every reason it may not.
-	Schedulable          bool                       `json:"schedulable"`
-	UnschedulableReasons []string                   `json:"unschedulable_reasons"`
-	Drain                bool                       `json:"drain"`
-	Isolated             bool                       `json:"isolated"`
-	IsolatedIncarnation  int64                      `json:"isolated_incarnation"`
-	Incarnation          int64                      `json:"incarnation"`
-	BootID               string                     `json:"boot_id"`
-	Version              int64                      `json:"registration_version"`
-	CreatedAt            time.Time                  `json:"created_at"`
-	UpdatedAt            time.Time                  `json:"updated_at"`
-	Session              SessionView                `json:"session"`
-	Observation          *Observation               `json:"observation,omitempty"`
-	Released             map[string]any             `json:"released"`
-	Resources            map[string]ResourceSummary `json:"resources"`
+	Schedulable          bool     `json:"schedulable"`
+	UnschedulableReasons []string `json:"unschedulable_reasons"`
 }
 
 // SessionView is the session part of a View: live, since and expires_at
