@@ -87,27 +87,50 @@ func TestTheReadmeWalkthroughRunsAsWritten(t *testing.T) {
 	require.Equal(t, "RETIRED", last["status"])
 }
 
-// TestTheReadmeEmbeddedInstallUsesOneStore applies the README's
-// embedded-store step to copies of the two samples: both binaries then
+// TestTheReadmeInstallRunsOnABareHost runs the README's install steps and
+// its embedded-store step with /etc/eru/plugins moved to a temporary folder
+// that does not exist yet, sudo left out and the binaries already built
+// (make build is the build the tests run): both installed binaries then
 // use the one bbolt file beside their configs, and no etcd.
-func TestTheReadmeEmbeddedInstallUsesOneStore(t *testing.T) {
-	dir := t.TempDir()
+func TestTheReadmeInstallRunsOnABareHost(t *testing.T) {
+	src := t.TempDir()
+	require.NoError(t, os.Symlink(filepath.Dir(testenv.Bin(t, "storage")), filepath.Join(src, "bin")))
+	testenv.Bin(t, "compute")
 	for _, name := range []string{"storage", "compute"} {
 		data, err := os.ReadFile(filepath.Join(testenv.Root(), name+".yaml.sample"))
 		require.NoError(t, err)
-		require.NoError(t, os.WriteFile(filepath.Join(dir, name+".yaml"), data, 0o644))
+		require.NoError(t, os.WriteFile(filepath.Join(src, name+".yaml.sample"), data, 0o644))
 	}
-	script := strings.ReplaceAll(block(t, "embedded-install"), "/etc/eru/plugins", dir)
-	script = strings.ReplaceAll(script, "sudo ", "")
-	bash(t, dir, script)
-	env := &testenv.Env{Kind: "embedded", Dir: dir, Prefix: "/eru-resources", DB: filepath.Join(dir, "eru-resources.db")}
-	env.Call(t, "storage", "add-node", map[string]any{"nodename": "n1", "resource": map[string]any{"volumes": []string{"/data0:1T"}}}, nil)
-	env.Call(t, "compute", "add-node", map[string]any{"nodename": "n1", "resource": map[string]any{"cpu": 4, "memory": "8G"}}, nil)
-	require.FileExists(t, env.DB, "the embedded file is where the README says")
+	dir := filepath.Join(t.TempDir(), "etc", "eru", "plugins")
+	var script []string
+	for _, line := range strings.Split(block(t, "install")+block(t, "embedded-install"), "\n") {
+		if strings.HasPrefix(line, "make build") {
+			continue
+		}
+		line = strings.ReplaceAll(strings.ReplaceAll(line, "sudo ", ""), "/etc/eru/plugins", dir)
+		script = append(script, line)
+	}
+	bash(t, src, strings.Join(script, "\n"))
+
+	for _, name := range []string{"storage", "compute"} {
+		require.FileExists(t, filepath.Join(dir, name))
+	}
+	run := func(bin string, stdin string, args ...string) string {
+		cmd := exec.Command(filepath.Join(dir, bin), args...)
+		cmd.Dir = dir
+		cmd.Env = append(os.Environ(), "ERU_RESOURCE_CONFIG_PATH=")
+		cmd.Stdin = strings.NewReader(stdin)
+		out, err := cmd.CombinedOutput()
+		require.NoError(t, err, "%s %v: %s", bin, args, out)
+		return string(out)
+	}
+	run("storage", `{"nodename":"n1","resource":{"volumes":["/data0:1T"]}}`, "add-node")
+	run("compute", `{"nodename":"n1","resource":{"cpu":4,"memory":"8G"}}`, "add-node")
+	require.FileExists(t, filepath.Join(dir, "eru-resources.db"), "the embedded file is where the README says")
 	var v struct {
 		Resources map[string]any `json:"resources"`
 	}
-	env.OpOK(t, "compute", &v, "nodes", "get", "n1")
+	require.NoError(t, json.Unmarshal([]byte(run("compute", "", "nodes", "get", "n1")), &v))
 	require.Contains(t, v.Resources, "storage", "compute sees what storage wrote: one store")
 	require.Contains(t, v.Resources, "compute")
 }
