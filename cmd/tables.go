@@ -138,7 +138,7 @@ func isolateTables(iso *nodes.IsolateResult, now time.Time) []block {
 	figures := block{{"RELEASED", "AMOUNT"}}
 	for _, f := range iso.Figures {
 		name := strings.TrimPrefix(f.Name, "released_")
-		figures = append(figures, []string{strings.ReplaceAll(unitless(name), "_", " "), formatLeaf(f.Name, float64(f.Value))})
+		figures = append(figures, []string{strings.ReplaceAll(unitless(name), "_", " "), formatLeaf(f.Name, f.Value)})
 	}
 	return append([]block{figures}, viewTables(iso.Node, now)...)
 }
@@ -288,6 +288,7 @@ func dash(s string) string {
 type leaf struct {
 	path  []string // keys from the top; a list item by its "device"
 	value float64
+	n     int64  // the value exactly, when it is an integer
 	word  string // a string leaf, shown as is
 	name  string // the path as a reader reads it
 	text  string // the value in its unit
@@ -327,7 +328,11 @@ func leaves(v any) []leaf {
 			}
 		case json.Number:
 			f, _ := x.Float64()
-			out = append(out, leaf{path: path, value: f})
+			n, err := x.Int64()
+			if err != nil {
+				n = int64(f)
+			}
+			out = append(out, leaf{path: path, value: f, n: n})
 		case string:
 			out = append(out, leaf{path: path, word: x})
 		}
@@ -339,7 +344,7 @@ func leaves(v any) []leaf {
 		if l.word != "" {
 			l.text = strings.ToLower(l.word)
 		} else {
-			l.text = formatLeaf(strings.Join(l.path, "."), l.value)
+			l.text = formatLeaf(strings.Join(l.path, "."), l.n)
 		}
 	}
 	return out
@@ -386,8 +391,7 @@ func unitless(key string) string {
 // formatLeaf writes a number in the unit its key names: bytes and the
 // storage figures in binary units, bandwidth per second, CPU in
 // millicores, ratios in thousandths, counts as they are.
-func formatLeaf(path string, v float64) string {
-	n := int64(v)
+func formatLeaf(path string, n int64) string {
 	last := path[strings.LastIndex(path, ".")+1:]
 	top, _, _ := strings.Cut(path, ".")
 	switch {

@@ -132,4 +132,8 @@ func TestHumanUnits(t *testing.T) {
 	require.Equal(t, "3m ago", ago(tableNow.Add(-3*time.Minute-5*time.Second), tableNow))
 	require.Equal(t, "<1%", percent(1, 1000))
 	require.Equal(t, "-", percent(1, 0))
+	l := leaves(json.RawMessage(`{"read_IOPS":9007199254740993}`))
+	require.Len(t, l, 1)
+	require.Equal(t, "9007199254740993", l[0].text, "a count above 2^53 prints exactly")
+	require.Equal(t, "read IOPS", l[0].name)
 }
