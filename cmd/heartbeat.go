@@ -1,57 +1,152 @@
 package cmd
 
 import (
+	"context"
+	"fmt"
+	"os"
+	"os/signal"
 	"strings"
+	"syscall"
 	"time"
 
 	"github.com/urfave/cli/v2"
 
 	"github.com/eru-extend/resources/cmd/config"
 	"github.com/eru-extend/resources/nodes"
+	"github.com/eru-extend/resources/store"
 	"github.com/eru-extend/resources/types"
 )
 
+// heartbeatCommand is `nodes heartbeat`: one heartbeat, or with --interval
+// an agent that heartbeats until SIGTERM or SIGINT and then ends its
+// session. It takes no --command-id (a fixed id in an agent's script would
+// make every later heartbeat a replay that renews nothing) and no
+// --if-version (heartbeats do not move the registration's version).
 func (r *runner) heartbeatCommand() *cli.Command {
 	return &cli.Command{
 		Name:      "heartbeat",
-		Usage:     "run on the node itself: refresh its session and report what its host measures",
-		ArgsUsage: "NODE",
-		Flags: mutatingFlags(
-			&cli.DurationFlag{Name: "ttl", Usage: "how long the session lives without another heartbeat (default nodes.session_ttl)"},
+		Usage:     "run on the node itself: refresh its session and report what its host measures; with --interval, keep doing so until stopped",
+		ArgsUsage: "[NODE]",
+		Description: "NODE defaults to this host's name. With --interval the command runs until SIGTERM or SIGINT, " +
+			"then ends the session (the node is UNAVAILABLE at once) and prints the record.",
+		Flags: []cli.Flag{
+			outputFlag(),
+			&cli.DurationFlag{Name: "ttl", Usage: "how long the session lives without another heartbeat, at most 10m", DefaultText: "nodes.session_ttl, 30s unless configured"},
+			&cli.DurationFlag{Name: "interval", Usage: "heartbeat every interval until stopped (shorter than --ttl)", DefaultText: "none: one heartbeat"},
+			&cli.BoolFlag{Name: "register", Usage: "register a node no plugin records yet (otherwise not_found)"},
 			&cli.StringFlag{Name: "proc-root", Value: "/proc", Usage: "read boot_id, meminfo and pressure under this folder"},
-			&cli.StringFlag{Name: "clock-sync", Usage: "report this clock state instead of the kernel's: SYNCHRONIZED or UNSYNCHRONIZED"},
-			&cli.DurationFlag{Name: "clock-max-error", Usage: "report this maximum clock error instead of the kernel's"},
-			&cli.BoolFlag{Name: "register", Usage: "register a node no plugin has a record of yet (without it, such a name is not_found)"},
-		),
-		Action: Run(r, spec{"nodes heartbeat", 1, config.WriteExisting}, func(op *operation) (nodes.Answer[*nodes.View], error) {
+			&cli.StringFlag{Name: "clock-sync", Usage: "report this clock state instead of the kernel's: SYNCHRONIZED or UNSYNCHRONIZED (with no error unless --clock-max-error)", DefaultText: "the kernel's"},
+			&cli.DurationFlag{Name: "clock-max-error", Usage: "report this maximum clock error instead of the kernel's", DefaultText: "the kernel's"},
+		},
+		Action: Run(r, spec{name: "nodes heartbeat", nargs: 1, mode: config.WriteExisting, hostDefault: true, long: true}, func(op *operation) (nodes.Answer[*nodes.View], error) {
 			var none nodes.Answer[*nodes.View]
-			c, cfg := op.c, op.cfg
-			ttl := cfg.Nodes.SessionTTL
-			if c.IsSet("ttl") {
-				ttl = c.Duration("ttl")
+			a, err := heartbeatArgs(op.c, op.cfg)
+			if err != nil {
+				return none, err
 			}
-			if ttl <= 0 {
-				return none, types.Invalid("--ttl %s: want a positive duration", ttl)
+			node := op.args[0]
+			beat := func() (nodes.Answer[*nodes.View], error) {
+				var answer nodes.Answer[*nodes.View]
+				err := op.withStore(func(ctx context.Context, s store.Store) error {
+					var err error
+					answer, err = r.registry(s, op.cfg).Heartbeat(ctx, node, nodes.Measure(a.procRoot, a.clock), a.ttl, op.cfg.Nodes.MemoryTightBytes, a.register, op.cmd)
+					return err
+				})
+				return answer, err
 			}
-			// etcd counts leases in whole seconds: round up on both stores,
-			// so that expires_at says when the session really ends.
-			ttl = (ttl + time.Second - 1).Truncate(time.Second)
-			var clock nodes.ClockReading
-			if c.IsSet("clock-sync") {
-				clock.Sync = strings.ToUpper(c.String("clock-sync"))
-				if clock.Sync != nodes.ClockSynchronized && clock.Sync != nodes.ClockUnsynchronized {
-					return none, types.Invalid("--clock-sync %q: want SYNCHRONIZED or UNSYNCHRONIZED", c.String("clock-sync"))
-				}
+			answer, err := beat()
+			if err != nil || a.interval == 0 {
+				return answer, err
 			}
-			if c.IsSet("clock-max-error") {
-				d := c.Duration("clock-max-error")
-				if d < 0 {
-					return none, types.Invalid("--clock-max-error %s: want a duration of zero or more", d)
-				}
-				clock.MaxError = &d
+			return r.heartbeatAgent(node, a.interval, answer, beat, func() (nodes.Answer[*nodes.View], error) {
+				var end nodes.Answer[*nodes.View]
+				err := op.withStore(func(ctx context.Context, s store.Store) error {
+					var err error
+					end, err = r.registry(s, op.cfg).EndSession(ctx, node, nodes.Command{})
+					return err
+				})
+				return end, err
+			})
+		}, viewTables),
+	}
+}
+
+// heartbeatFlags are a heartbeat's settings, checked.
+type heartbeatFlags struct {
+	ttl, interval time.Duration
+	register      bool
+	procRoot      string
+	clock         nodes.ClockReading
+}
+
+func heartbeatArgs(c *cli.Context, cfg *config.Config) (heartbeatFlags, error) {
+	a := heartbeatFlags{procRoot: c.String("proc-root"), register: c.Bool("register")}
+	ttl, what := cfg.Nodes.SessionTTL, "nodes.session_ttl"
+	if c.IsSet("ttl") {
+		ttl, what = c.Duration("ttl"), "--ttl"
+	}
+	var err error
+	if a.ttl, err = nodes.SessionTTL(ttl); err != nil {
+		return a, types.Invalid("%s %s: want more than 0 and at most %s", what, ttl, nodes.MaxSessionTTL)
+	}
+	if c.IsSet("interval") {
+		a.interval = c.Duration("interval")
+		if a.interval <= 0 || a.interval >= a.ttl {
+			return a, types.Invalid("--interval %s: want more than 0 and less than the session ttl %s, or the session lapses between heartbeats", a.interval, a.ttl)
+		}
+	}
+	if st, err := os.Stat(a.procRoot); err != nil || !st.IsDir() {
+		return a, types.Invalid("--proc-root %s: not a readable folder", a.procRoot)
+	}
+	if c.IsSet("clock-sync") {
+		a.clock.Sync = strings.ToUpper(c.String("clock-sync"))
+		if a.clock.Sync != nodes.ClockSynchronized && a.clock.Sync != nodes.ClockUnsynchronized {
+			return a, types.Invalid("--clock-sync %q: want SYNCHRONIZED or UNSYNCHRONIZED", c.String("clock-sync"))
+		}
+	}
+	if c.IsSet("clock-max-error") {
+		d := c.Duration("clock-max-error")
+		if d < 0 {
+			return a, types.Invalid("--clock-max-error %s: want a duration of zero or more", d)
+		}
+		a.clock.MaxError = &d
+	}
+	return a, nil
+}
+
+// heartbeatAgent heartbeats every interval until SIGTERM or SIGINT, then
+// ends the session and answers the record after. A heartbeat that fails
+// for a passing reason (the store unreachable, contention) is reported on
+// stderr and the next one tried; one the registry refuses (the node
+// retired, revoked) ends the agent with that error. Each change of the
+// node's status is reported on stderr.
+func (r *runner) heartbeatAgent(node string, interval time.Duration, first nodes.Answer[*nodes.View], beat, end func() (nodes.Answer[*nodes.View], error)) (nodes.Answer[*nodes.View], error) {
+	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGTERM, syscall.SIGINT)
+	defer stop()
+	where := fmt.Sprintf("%s: nodes heartbeat %s", r.name, node)
+	status := first.Value.Status
+	fmt.Fprintf(r.stderr, "%s: %s, heartbeat every %s\n", where, status, interval)
+	tick := time.NewTicker(interval)
+	defer tick.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			fmt.Fprintf(r.stderr, "%s: stopped, ending the session\n", where)
+			return end()
+		case <-tick.C:
+		}
+		answer, err := beat()
+		if err != nil {
+			switch types.ClassOf(err) {
+			case types.Unavailable, types.DeadlineExceeded, types.Aborted, types.OutcomeUnknown:
+				r.line(where, err)
+				continue
 			}
-			m := nodes.Measure(c.String("proc-root"), clock)
-			return r.registry(op.store, cfg).Heartbeat(op.ctx, op.args[0], m, ttl, cfg.Nodes.MemoryTightBytes, c.Bool("register"), op.cmd)
-		}, viewRows),
+			return answer, err
+		}
+		if answer.Value.Status != status {
+			status = answer.Value.Status
+			fmt.Fprintf(r.stderr, "%s: %s\n", where, status)
+		}
 	}
 }

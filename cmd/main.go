@@ -92,7 +92,9 @@ func (r *runner) app() *cli.App {
 		Flags: []cli.Flag{
 			&cli.StringFlag{Name: "config", Usage: "config file, anywhere on the command line (else $" + config.EnvPath + ", else ./" + r.name + ".yaml, the other plugin's file or ./" + config.SharedName + ", else built-in defaults)"},
 			helpFlag(),
+			versionFlag(),
 		},
+		Action:         r.rootAction,
 		Commands:       append(r.verbCommands(), r.nodesCommand(), r.overcommitCommand(), helpCommand()),
 		HideHelp:       true,
 		HideVersion:    true,

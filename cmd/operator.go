@@ -4,10 +4,11 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
-	"io"
+	"os"
+	"os/user"
 	"slices"
 	"strings"
-	"text/tabwriter"
+	"time"
 
 	"github.com/urfave/cli/v2"
 
@@ -21,15 +22,21 @@ import (
 // values: urfave/cli records parsing state in them, so sharing one between
 // concurrent runs would race.
 func outputFlag() cli.Flag {
-	return &cli.StringFlag{Name: "output", Aliases: []string{"o"}, Value: "json", Usage: "json or table"}
+	return &cli.StringFlag{Name: "output", Aliases: []string{"o"}, Value: formatJSON, Usage: "json (indented on a terminal), yaml or table"}
 }
 
+// mutatingFlags are the flags of an operator action: output, replay and
+// version guard.
 func mutatingFlags(extra ...cli.Flag) []cli.Flag {
 	return append([]cli.Flag{
 		outputFlag(),
 		&cli.StringFlag{Name: "command-id", Usage: "make the command replayable: the same id with the same arguments answers the first answer and writes nothing"},
-		&cli.Int64Flag{Name: "if-version", Usage: "refuse (aborted) unless the record is at this version"},
+		&cli.Int64Flag{Name: "if-version", Usage: "refuse (aborted) unless the record is at this version", DefaultText: "none, unguarded"},
 	}, extra...)
+}
+
+func dryRunFlag() cli.Flag {
+	return &cli.BoolFlag{Name: "dry-run", Usage: "answer what the command would do, or its refusal, and write nothing"}
 }
 
 // replayed says whether a flag changes what a command does, and so is part
@@ -41,10 +48,25 @@ func replayed(flag string) bool { return flag != "output" && flag != "command-id
 type operation struct {
 	ctx   context.Context
 	c     *cli.Context
-	store store.Store
+	r     *runner
+	store store.Store // nil for a long-running command (see spec.long)
 	cfg   *config.Config
 	cmd   nodes.Command
 	args  []string
+}
+
+// withStore opens the store for one step of a long-running command, bounded
+// by the call timeout, and closes it after: the embedded store's file lock
+// is held only while a step runs.
+func (op *operation) withStore(fn func(ctx context.Context, s store.Store) error) error {
+	ctx, cancel := withTimeout(op.cfg)
+	defer cancel()
+	s, err := op.r.open(ctx, op.cfg, config.WriteExisting)
+	if err != nil {
+		return err
+	}
+	defer s.Close()
+	return fn(ctx, s)
 }
 
 // spec is the fixed part of an operator command: its full name, how many
@@ -53,31 +75,43 @@ type spec struct {
 	name  string
 	nargs int
 	mode  config.Mode
+	// hostDefault: with no argument, the node is this host's name.
+	hostDefault bool
+	// long: the command runs for a while (a wait, an agent) and opens the
+	// store for each step itself (operation.withStore).
+	long bool
 }
 
 // Run makes an operator command of a body that returns a typed answer:
 // it checks the argument count and the output format, opens the store
 // (never creating one), derives the replay identity from the command's own
-// flags, classes the error, and prints the answer as JSON or as table's
-// rows (nil: JSON only).
-func Run[T any](r *runner, sp spec, body func(op *operation) (nodes.Answer[T], error), table func(T) [][]string) cli.ActionFunc {
+// flags, classes the error, logs an action with who ran it, and prints the
+// answer as JSON, YAML or table's blocks (nil: JSON only).
+func Run[T any](r *runner, sp spec, body func(op *operation) (nodes.Answer[T], error), table tables[T]) cli.ActionFunc {
 	return func(c *cli.Context) error {
 		fail := func(err error) error { return commandError{command: sp.name, err: err} }
-		if c.NArg() != sp.nargs {
+		args := c.Args().Slice()
+		if len(args) == 0 && sp.hostDefault {
+			host, err := os.Hostname()
+			if err != nil {
+				return fail(types.Wrap(types.InvalidArgument, err, "no NODE given and the host name cannot be read"))
+			}
+			args = []string{host}
+		}
+		if len(args) != sp.nargs {
 			if sp.nargs == 0 {
 				return fail(types.Invalid("unexpected argument %q", c.Args().First()))
 			}
 			return fail(types.Invalid("want %d argument(s) (%s), got %d", sp.nargs, c.Command.ArgsUsage, c.NArg()))
 		}
-		args := c.Args().Slice()
 		for _, a := range args {
 			if err := nodes.ValidName(a); err != nil {
 				return fail(err)
 			}
 		}
 		format := c.String("output")
-		if format != "json" && format != "table" {
-			return fail(types.Invalid("--output %q: want json or table", format))
+		if err := checkFormat(format); err != nil {
+			return fail(err)
 		}
 		cfg, err := r.config()
 		if err != nil {
@@ -97,19 +131,37 @@ func Run[T any](r *runner, sp spec, body func(op *operation) (nodes.Answer[T], e
 			v := c.Int64("if-version")
 			cmd.IfVersion = &v
 		}
-		ctx, cancel := withTimeout(cfg)
-		defer cancel()
-		s, err := r.open(ctx, cfg, sp.mode)
+		if c.Bool("dry-run") {
+			if cmd.ID != "" {
+				return fail(types.Invalid("--dry-run writes nothing and keeps nothing: it takes no --command-id"))
+			}
+			cmd.DryRun = true
+		}
+		op := &operation{c: c, r: r, cfg: cfg, cmd: cmd, args: args}
+		var answer nodes.Answer[T]
+		if sp.long {
+			op.ctx = context.Background()
+			answer, err = body(op)
+		} else {
+			ctx, cancel := withTimeout(cfg)
+			defer cancel()
+			s, oerr := r.open(ctx, cfg, sp.mode)
+			if oerr != nil {
+				return fail(oerr)
+			}
+			defer s.Close()
+			op.ctx, op.store = ctx, s
+			answer, err = body(op)
+		}
+		if audited(c) {
+			r.audit(cfg, sp.name, args, cmd, answer.ReplayOf, err)
+		}
 		if err != nil {
 			return fail(err)
 		}
-		defer s.Close()
-		answer, err := body(&operation{ctx: ctx, c: c, store: s, cfg: cfg, cmd: cmd, args: args})
-		if err != nil {
-			return fail(err)
-		}
-		if format == "table" && table != nil {
-			return writeTable(r.stdout, table(answer.Value))
+		if answer.ReplayOf != nil {
+			fmt.Fprintf(r.stderr, "%s: %s: replay of command %s: the answer given at %s, nothing written\n",
+				r.name, sp.name, cmd.ID, answer.ReplayOf.UTC().Format(time.RFC3339))
 		}
 		raw := answer.JSON
 		if raw == nil {
@@ -117,8 +169,52 @@ func Run[T any](r *runner, sp spec, body func(op *operation) (nodes.Answer[T], e
 				return fail(err)
 			}
 		}
-		return writeJSON(r.stdout, raw)
+		switch {
+		case format == formatTable && table != nil:
+			return writeBlocks(r.stdout, table(answer.Value, time.Now()))
+		case format == formatYAML:
+			return writeYAML(r.stdout, raw)
+		default:
+			return writeJSONAnswer(r.stdout, raw)
+		}
 	}
+}
+
+// audited says whether a command is an operator action, logged with who
+// ran it: every command that takes a --command-id.
+func audited(c *cli.Context) bool {
+	for _, f := range c.Command.Flags {
+		if f.Names()[0] == "command-id" {
+			return true
+		}
+	}
+	return false
+}
+
+// audit logs an operator action to log.file: the command, who ran it (uid,
+// user, host), its command id and its outcome; a refused action at WARN.
+func (r *runner) audit(cfg *config.Config, command string, args []string, cmd nodes.Command, replayOf *time.Time, err error) {
+	log, closeLog, _ := cfg.Logger(r.name, false)
+	defer closeLog()
+	host, _ := os.Hostname()
+	attrs := []any{"command", command, "args", args, "uid", os.Getuid(), "host", host}
+	if u, uerr := user.Current(); uerr == nil {
+		attrs = append(attrs, "user", u.Username)
+	}
+	if cmd.ID != "" {
+		attrs = append(attrs, "command_id", cmd.ID)
+	}
+	if cmd.DryRun {
+		attrs = append(attrs, "dry_run", true)
+	}
+	if replayOf != nil {
+		attrs = append(attrs, "replay_of", replayOf.UTC())
+	}
+	if err != nil {
+		log.Warn("operator action refused", append(attrs, "class", types.ClassOf(err), "error", err.Error())...)
+		return
+	}
+	log.Info("operator action", attrs...)
 }
 
 // read is the answer of a command that writes nothing (and so is never
@@ -146,15 +242,15 @@ func (r *runner) registry(s store.Store, cfg *config.Config) *nodes.Registry {
 }
 
 func (r *runner) nodesCommand() *cli.Command {
-	node := func(name, usage string, change func(*nodes.Registry, context.Context, string, nodes.Command) (nodes.Answer[*nodes.View], error)) *cli.Command {
+	node := func(name, usage string, change func(*nodes.Registry, context.Context, string, nodes.Command) (nodes.Answer[*nodes.View], error), extra ...cli.Flag) *cli.Command {
 		return &cli.Command{
 			Name:      name,
 			Usage:     usage,
 			ArgsUsage: "NODE",
-			Flags:     mutatingFlags(),
-			Action: Run(r, spec{"nodes " + name, 1, config.WriteExisting}, func(op *operation) (nodes.Answer[*nodes.View], error) {
+			Flags:     mutatingFlags(extra...),
+			Action: Run(r, spec{name: "nodes " + name, nargs: 1, mode: config.WriteExisting}, func(op *operation) (nodes.Answer[*nodes.View], error) {
 				return change(r.registry(op.store, op.cfg), op.ctx, op.args[0], op.cmd)
-			}, viewRows),
+			}, viewTables),
 		}
 	}
 	return &cli.Command{
@@ -165,39 +261,40 @@ func (r *runner) nodesCommand() *cli.Command {
 				Name:  "list",
 				Usage: "every registered node, ordered by name",
 				Flags: []cli.Flag{outputFlag(), &cli.StringFlag{Name: "status", Usage: "only nodes of this status (READY, DRAINING, DRAINED, ...)"}},
-				Action: Run(r, spec{"nodes list", 0, config.ReadExisting}, func(op *operation) (nodes.Answer[nodeList], error) {
+				Action: Run(r, spec{name: "nodes list", mode: config.ReadExisting}, func(op *operation) (nodes.Answer[nodeList], error) {
 					status := nodes.Status(strings.ToUpper(op.c.String("status")))
 					if status != "" && !slices.Contains(nodes.Statuses(), status) {
 						return read(nodeList{}, types.Invalid("--status %q: want one of %v", op.c.String("status"), nodes.Statuses()))
 					}
 					views, err := r.registry(op.store, op.cfg).List(op.ctx, status)
-					return read(nodeList{Nodes: views}, err)
-				}, listRows),
+					return read(nodeList{Nodes: views, status: status}, err)
+				}, listTables),
 			},
 			{
 				Name:      "get",
 				Usage:     "one node's registration, status, session, observation and resources",
 				ArgsUsage: "NODE",
 				Flags:     []cli.Flag{outputFlag()},
-				Action: Run(r, spec{"nodes get", 1, config.ReadExisting}, func(op *operation) (nodes.Answer[*nodes.View], error) {
+				Action: Run(r, spec{name: "nodes get", nargs: 1, mode: config.ReadExisting}, func(op *operation) (nodes.Answer[*nodes.View], error) {
 					return read(r.registry(op.store, op.cfg).Get(op.ctx, op.args[0]))
-				}, viewRows),
+				}, viewTables),
 			},
-			node("drain", "stop new work landing on the node; it becomes DRAINED once it holds no usage", (*nodes.Registry).Drain),
+			r.drainCommand(),
 			node("cancel-drain", "let the node take new work again", (*nodes.Registry).CancelDrain),
 			{
 				Name:      "isolate",
 				Usage:     "declare the node's host gone: release all its usage (refused while its session is live)",
 				ArgsUsage: "NODE",
-				Flags:     mutatingFlags(),
-				Action: Run(r, spec{"nodes isolate", 1, config.WriteExisting}, func(op *operation) (nodes.Answer[*nodes.IsolateResult], error) {
+				Flags:     mutatingFlags(dryRunFlag()),
+				Action: Run(r, spec{name: "nodes isolate", nargs: 1, mode: config.WriteExisting}, func(op *operation) (nodes.Answer[*nodes.IsolateResult], error) {
 					return r.registry(op.store, op.cfg).Isolate(op.ctx, op.args[0], op.cmd)
-				}, isolateRows),
+				}, isolateTables),
 			},
-			node("retire", "end the node for good (drained and empty, or isolated); its name can never come back", (*nodes.Registry).Retire),
+			node("retire", "end the node for good (drained and empty, or isolated); its name can never come back", (*nodes.Registry).Retire, dryRunFlag()),
 			node("revoke", "withdraw the node's admission: no placement, heartbeats refused", (*nodes.Registry).Revoke),
 			node("admit", "restore a revoked node's admission", (*nodes.Registry).Admit),
-			node("forget", "delete the registration of a node no plugin has a record of (never a retired one)", (*nodes.Registry).Forget),
+			node("end-session", "end the node's live session now: it is UNAVAILABLE until its next heartbeat", (*nodes.Registry).EndSession),
+			node("forget", "delete the registration of a node no plugin records (a name registered by mistake); a retired one stays", (*nodes.Registry).Forget),
 			r.heartbeatCommand(),
 		},
 	}
@@ -205,14 +302,6 @@ func (r *runner) nodesCommand() *cli.Command {
 
 // nodeList is `nodes list`'s answer.
 type nodeList struct {
-	Nodes []*nodes.View `json:"nodes"`
-}
-
-// writeTable writes rows as aligned columns.
-func writeTable(w io.Writer, rows [][]string) error {
-	tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
-	for _, row := range rows {
-		fmt.Fprintln(tw, strings.Join(row, "\t"))
-	}
-	return tw.Flush()
+	Nodes  []*nodes.View `json:"nodes"`
+	status nodes.Status  // the --status filter, for saying what is empty
 }

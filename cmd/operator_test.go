@@ -31,39 +31,40 @@ func TestCommandIDReplaysOnlyTheSameFlags(t *testing.T) {
 	code, _, stderr := run("add-node")
 	require.Equal(t, 0, code, stderr)
 
-	beat := []string{"nodes", "heartbeat", "n1", "--command-id", "h1", "--proc-root", proc, "--clock-sync", "SYNCHRONIZED", "--ttl", "1m"}
-	code, first, stderr := run(beat...)
+	drain := []string{"nodes", "drain", "n1", "--command-id", "d1"}
+	code, first, stderr := run(drain...)
 	require.Equal(t, 0, code, stderr)
 
-	t.Run("the same flags replay the first answer", func(t *testing.T) {
-		code, again, stderr := run(beat...)
+	t.Run("the same flags replay the first answer, and stderr says it is a replay", func(t *testing.T) {
+		code, again, stderr := run(drain...)
 		require.Equal(t, 0, code, stderr)
 		require.Equal(t, first, again)
+		require.Regexp(t, `^storage: nodes drain: replay of command d1: the answer given at \d{4}-\d\d-\d\dT\d\d:\d\d:\d\dZ, nothing written\n$`, stderr)
 	})
 	t.Run("another output format is the same command, printed from the kept answer", func(t *testing.T) {
-		code, table, stderr := run(append(beat, "-o", "table")...)
+		code, table, stderr := run(append(drain, "-o", "table")...)
 		require.Equal(t, 0, code, stderr)
-		require.Contains(t, table, "CLOCK")
-		require.Contains(t, table, "SYNCHRONIZED")
+		require.Contains(t, table, "DRAINED")
+		require.Contains(t, stderr, "replay of command d1")
 	})
 	for _, c := range []struct{ flag, value string }{
-		{"--clock-sync", "UNSYNCHRONIZED"},
-		{"--ttl", "2m"},
-		{"--clock-max-error", "1s"},
 		{"--if-version", "1"},
+		{"--wait", "true"},
 	} {
 		t.Run("another "+c.flag+" is another command: already_exists", func(t *testing.T) {
-			args := append([]string{}, beat...)
-			if i := indexOf(args, c.flag); i >= 0 {
-				args[i+1] = c.value
-			} else {
-				args = append(args, c.flag, c.value)
-			}
+			args := append(append([]string{}, drain...), c.flag+"="+c.value)
 			code, stdout, stderr := run(args...)
 			require.Equal(t, types.AlreadyExists.ExitCode(), code, "%s", stdout)
-			require.Contains(t, stderr, "storage: nodes heartbeat: already_exists: command id h1 was used for")
+			require.Contains(t, stderr, "storage: nodes drain: already_exists: command id d1 was used for")
 		})
 	}
+	t.Run("heartbeat takes neither --command-id nor --if-version", func(t *testing.T) {
+		for _, flag := range []string{"--command-id=h1", "--if-version=1"} {
+			code, stdout, stderr := run("nodes", "heartbeat", "n1", "--proc-root", proc, flag)
+			require.Equal(t, types.InvalidArgument.ExitCode(), code, "%s", stdout)
+			require.Contains(t, stderr, "flag provided but not defined")
+		}
+	})
 	t.Run("an overcommit command is fingerprinted the same way", func(t *testing.T) {
 		code, _, stderr := run("overcommit", "set-defaults", "--cpu", "2000", "--memory", "1000", "--command-id", "o1")
 		require.Equal(t, 0, code, stderr)

@@ -13,7 +13,7 @@ import (
 func (r *runner) overcommitCommand() *cli.Command {
 	admin := func(s store.Store) *overcommit.Admin { return &overcommit.Admin{Store: s} }
 	ratio := func(name string) cli.Flag {
-		return &cli.StringFlag{Name: name, Usage: "ratio in thousandths, 1 to 16000 (1000 is 1x)"}
+		return &cli.StringFlag{Name: name, Usage: "ratio in thousandths, 1 to 16000 (1000 is 1x)", DefaultText: "none"}
 	}
 	return &cli.Command{
 		Name:  "overcommit",
@@ -23,15 +23,15 @@ func (r *runner) overcommitCommand() *cli.Command {
 				Name:  "get-defaults",
 				Usage: "the cluster-wide ratios",
 				Flags: []cli.Flag{outputFlag()},
-				Action: Run(r, spec{"overcommit get-defaults", 0, config.ReadExisting}, func(op *operation) (nodes.Answer[overcommit.Defaults], error) {
+				Action: Run(r, spec{name: "overcommit get-defaults", nargs: 0, mode: config.ReadExisting}, func(op *operation) (nodes.Answer[overcommit.Defaults], error) {
 					return read(admin(op.store).GetDefaults(op.ctx))
-				}, defaultsRows),
+				}, defaultsTables),
 			},
 			{
 				Name:  "set-defaults",
 				Usage: "replace both cluster-wide ratios",
 				Flags: mutatingFlags(ratio("cpu"), ratio("memory")),
-				Action: Run(r, spec{"overcommit set-defaults", 0, config.WriteExisting}, func(op *operation) (nodes.Answer[overcommit.Defaults], error) {
+				Action: Run(r, spec{name: "overcommit set-defaults", nargs: 0, mode: config.WriteExisting}, func(op *operation) (nodes.Answer[overcommit.Defaults], error) {
 					var none nodes.Answer[overcommit.Defaults]
 					if !op.c.IsSet("cpu") || !op.c.IsSet("memory") {
 						return none, types.Invalid("set-defaults replaces both ratios: give --cpu and --memory")
@@ -45,23 +45,23 @@ func (r *runner) overcommitCommand() *cli.Command {
 						return none, err
 					}
 					return admin(op.store).SetDefaults(op.ctx, cpu, mem, op.cmd)
-				}, defaultsRows),
+				}, defaultsTables),
 			},
 			{
 				Name:      "get-node",
 				Usage:     "the ratios in effect on a node and where they come from",
 				ArgsUsage: "NODE",
 				Flags:     []cli.Flag{outputFlag()},
-				Action: Run(r, spec{"overcommit get-node", 1, config.ReadExisting}, func(op *operation) (nodes.Answer[overcommit.NodeOvercommit], error) {
+				Action: Run(r, spec{name: "overcommit get-node", nargs: 1, mode: config.ReadExisting}, func(op *operation) (nodes.Answer[overcommit.NodeOvercommit], error) {
 					return read(admin(op.store).GetNode(op.ctx, op.args[0]))
-				}, nodeRatiosRows),
+				}, nodeRatiosTables),
 			},
 			{
 				Name:      "set-node",
 				Usage:     "replace a node's overrides; a ratio left out follows the default again",
 				ArgsUsage: "NODE",
 				Flags:     mutatingFlags(ratio("cpu"), ratio("memory")),
-				Action: Run(r, spec{"overcommit set-node", 1, config.WriteExisting}, func(op *operation) (nodes.Answer[overcommit.NodeOvercommit], error) {
+				Action: Run(r, spec{name: "overcommit set-node", nargs: 1, mode: config.WriteExisting}, func(op *operation) (nodes.Answer[overcommit.NodeOvercommit], error) {
 					var cpu, mem *int64
 					for _, f := range []struct {
 						name string
@@ -77,7 +77,7 @@ func (r *runner) overcommitCommand() *cli.Command {
 						*f.dst = &v
 					}
 					return admin(op.store).SetNode(op.ctx, op.args[0], cpu, mem, op.cmd)
-				}, nodeRatiosRows),
+				}, nodeRatiosTables),
 			},
 		},
 	}

@@ -79,7 +79,7 @@ func (r *runner) runVerb(v engine.Verb) cli.ActionFunc {
 		defer cancel()
 		answer, err := engine.Call(ctx, eng, verb, req)
 		if err != nil {
-			log.Info("verb failed", "verb", verb, "node", req.Nodename, "took", since(start), "class", types.ClassOf(err), "error", err.Error())
+			log.Warn("verb refused", "verb", verb, "node", req.Nodename, "took", since(start), "class", types.ClassOf(err), "error", err.Error())
 			return verbError{verb: verb, node: req.Nodename, err: err}
 		}
 		log.Info("verb", "verb", verb, "node", req.Nodename, "took", since(start))

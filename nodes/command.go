@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"errors"
 	"time"
 
 	"github.com/eru-extend/resources/store"
@@ -25,7 +26,14 @@ type Command struct {
 	// IfVersion, when set, refuses the command with aborted unless the
 	// version it guards is this one.
 	IfVersion *int64
+	// DryRun decides the command on the current records and answers what
+	// it would do, or its refusal, writing nothing (and keeping nothing
+	// for replays).
+	DryRun bool
 }
+
+// errDryRun ends a dry run's transaction before it commits.
+var errDryRun = errors.New("dry run: nothing written")
 
 // commandRecord is what is kept of a command at /commands/<id>.
 type commandRecord struct {
@@ -50,6 +58,8 @@ func (c Command) CheckVersion(what string, have int64) error {
 type Answer[T any] struct {
 	Value T
 	JSON  json.RawMessage
+	// ReplayOf, set on a replay, is when the kept answer was first given.
+	ReplayOf *time.Time
 }
 
 // Run runs one operator command as a transaction over keys: fn decides and
@@ -57,6 +67,9 @@ type Answer[T any] struct {
 // replays, commit only if none of the keys changed. A replay of the command
 // answers the kept answer without calling fn.
 func Run[T any](ctx context.Context, s store.Store, cmd Command, keys []string, now time.Time, fn func(tx *store.Tx) (T, error)) (Answer[T], error) {
+	if cmd.DryRun {
+		return dryRun(ctx, s, keys, fn)
+	}
 	if cmd.ID != "" {
 		keys = append(keys, CommandKey(cmd.ID))
 	}
@@ -76,6 +89,8 @@ func Run[T any](ctx context.Context, s store.Store, cmd Command, keys []string, 
 					return types.Wrap(types.Internal, err, "command "+cmd.ID+" answer is corrupt")
 				}
 				answer.JSON = rec.Answer
+				at := rec.At
+				answer.ReplayOf = &at
 				return nil
 			}
 		}
@@ -98,6 +113,27 @@ func Run[T any](ctx context.Context, s store.Store, cmd Command, keys []string, 
 		return nil
 	})
 	return answer, err
+}
+
+// dryRun decides fn on a consistent read of keys and discards its writes.
+func dryRun[T any](ctx context.Context, s store.Store, keys []string, fn func(tx *store.Tx) (T, error)) (Answer[T], error) {
+	var answer Answer[T]
+	err := store.Update(ctx, s, keys, func(tx *store.Tx) error {
+		out, err := fn(tx)
+		if err != nil {
+			return err
+		}
+		data, err := encode(out)
+		if err != nil {
+			return err
+		}
+		answer = Answer[T]{Value: out, JSON: data}
+		return errDryRun
+	})
+	if errors.Is(err, errDryRun) {
+		return answer, nil
+	}
+	return Answer[T]{}, err
 }
 
 func encode(v any) (json.RawMessage, error) {

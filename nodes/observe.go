@@ -33,7 +33,7 @@ type ClockReading struct {
 
 // Measure reads the host: the boot id, available memory and pressure under
 // procRoot (normally /proc), and the clock from adjtimex unless clock
-// overrides it.
+// overrides it (a state given without an error reports no error).
 func Measure(procRoot string, clock ClockReading) Measurement {
 	var m Measurement
 	if data, err := os.ReadFile(filepath.Join(procRoot, "sys/kernel/random/boot_id")); err == nil {
@@ -42,10 +42,13 @@ func Measure(procRoot string, clock ClockReading) Measurement {
 	m.MemoryAvailable = memAvailable(filepath.Join(procRoot, "meminfo"))
 	m.CPUPressureBP = pressure(filepath.Join(procRoot, "pressure/cpu"))
 	m.MemoryPressureBP = pressure(filepath.Join(procRoot, "pressure/memory"))
-	m.ClockSync, m.ClockMaxError = kernelClock()
 	if clock.Sync != "" {
-		m.ClockSync = clock.Sync
+		// A clock state given by hand comes with its error or none: the
+		// kernel's error belongs to the kernel's state.
+		m.ClockSync, m.ClockMaxError = clock.Sync, clock.MaxError
+		return m
 	}
+	m.ClockSync, m.ClockMaxError = kernelClock()
 	if clock.MaxError != nil {
 		m.ClockMaxError = clock.MaxError
 	}

@@ -309,13 +309,15 @@ func (r *Registry) Isolate(ctx context.Context, node string, cmd Command) (Answe
 }
 
 // Heartbeat refreshes the node's session for ttl and records what was
-// measured on its host. A node no plugin has a record of and the registry
-// has never seen is refused with not_found unless register is set (an agent
-// that starts before core adds the node); a node with a plugin record but
-// no registration is registered by its first heartbeat. A new boot id
-// starts a new incarnation, which clears isolation. Retired and revoked
-// nodes are refused.
+// measured on its host. A node some plugin records but that never
+// registered is registered by its first heartbeat; a name no plugin knows
+// is not_found unless register is set. A new boot id starts a new
+// incarnation, which clears isolation. Retired and revoked nodes are
+// refused.
 func (r *Registry) Heartbeat(ctx context.Context, node string, m Measurement, ttl time.Duration, memoryTight int64, register bool, cmd Command) (Answer[*View], error) {
+	if _, err := SessionTTL(ttl); err != nil {
+		return Answer[*View]{}, err
+	}
 	now := r.Clock.Now()
 	return Run(ctx, r.Store, cmd, r.nodeKeys(node), now, func(tx *store.Tx) (*View, error) {
 		st, err := readState(node, tx.Get, r.Plugins)

@@ -51,11 +51,11 @@ func TestOvercommitDefaults(t *testing.T) {
 			res := env.Op(t, bin, "overcommit", "get-defaults", "-o", "table")
 			require.Equal(t, 0, res.Code, res.Stderr)
 			require.Empty(t, res.Stderr)
-			require.Equal(t, []string{"CPU RATIO     1", "MEMORY RATIO  16000", "VERSION       3"}, strings.Split(strings.TrimSpace(res.Stdout), "\n"))
+			require.Equal(t, []string{"CPU RATIO     1 (0.001x)", "MEMORY RATIO  16000 (16x)", "VERSION       3"}, strings.Split(strings.TrimSpace(res.Stdout), "\n"))
 		})
-		t.Run("an output format other than json or table is refused", func(t *testing.T) {
-			line := opFail(t, env, 2, "overcommit", "get-defaults", "-o", "yaml")
-			require.Equal(t, `compute: overcommit get-defaults: invalid_argument: --output "yaml": want json or table`, line)
+		t.Run("an output format other than json, yaml or table is refused", func(t *testing.T) {
+			line := opFail(t, env, 2, "overcommit", "get-defaults", "-o", "xml")
+			require.Equal(t, `compute: overcommit get-defaults: invalid_argument: --output "xml": want json, yaml or table`, line)
 		})
 		t.Run("a positional argument is refused", func(t *testing.T) {
 			unchanged(t, env, func() {
@@ -98,12 +98,12 @@ func TestOvercommitNode(t *testing.T) {
 			for _, args := range [][]string{{"get-node", "n1", "-o", "table"}, {"get-node", "-o", "table", "n1"}} {
 				res := env.Op(t, bin, append([]string{"overcommit"}, args...)...)
 				require.Equal(t, 0, res.Code, res.Stderr)
-				require.Equal(t, []string{"NODE          n1", "CPU RATIO     3000 (DEFAULT)", "MEMORY RATIO  1500 (NODE)", "VERSION       2"},
+				require.Equal(t, []string{"NODE          n1", "CPU RATIO     3000 (3x), default", "MEMORY RATIO  1500 (1.5x), node", "VERSION       2"},
 					strings.Split(strings.TrimSpace(res.Stdout), "\n"))
 			}
 			res := env.Op(t, bin, "overcommit", "set-node", "n1", "--memory", "1500", "-o", "table")
 			require.Equal(t, 0, res.Code, res.Stderr)
-			require.Contains(t, res.Stdout, "MEMORY RATIO  1500 (NODE)")
+			require.Contains(t, res.Stdout, "MEMORY RATIO  1500 (1.5x), node")
 			require.Contains(t, res.Stdout, "VERSION       3")
 		})
 		t.Run("an extra positional argument is refused and writes nothing", func(t *testing.T) {
@@ -136,8 +136,10 @@ func TestOvercommitCommandID(t *testing.T) {
 
 		t.Run("a replay with the same arguments answers the first answer and writes nothing", func(t *testing.T) {
 			unchanged(t, env, func() {
-				again := env.OpOK(t, bin, nil, "overcommit", "set-node", "--command-id", "c1", "--cpu", "4000", "n1")
-				require.JSONEq(t, string(first), string(again))
+				again := env.Op(t, bin, "overcommit", "set-node", "--command-id", "c1", "--cpu", "4000", "n1")
+				require.Equal(t, 0, again.Code, again.Stderr)
+				require.JSONEq(t, string(first), again.Stdout)
+				require.Contains(t, again.Stderr, bin+": overcommit set-node: replay of command c1: the answer given at ")
 			})
 			require.Equal(t, effective{2000, "NODE"}, getNode(t, env, "n1").CPU, "the replay did not apply the ratio again")
 		})
@@ -152,8 +154,10 @@ func TestOvercommitCommandID(t *testing.T) {
 			d1 := env.OpOK(t, bin, nil, "overcommit", "set-defaults", "--cpu", "4000", "--memory", "1000", "--command-id", "d1")
 			require.JSONEq(t, `{"cpu": 4000, "memory": 1000, "version": 1}`, string(d1))
 			unchanged(t, env, func() {
-				again := env.OpOK(t, bin, nil, "overcommit", "set-defaults", "--memory", "1000", "--command-id", "d1", "--cpu", "4000")
-				require.JSONEq(t, string(d1), string(again))
+				again := env.Op(t, bin, "overcommit", "set-defaults", "--memory", "1000", "--command-id", "d1", "--cpu", "4000")
+				require.Equal(t, 0, again.Code, again.Stderr)
+				require.JSONEq(t, string(d1), again.Stdout)
+				require.Contains(t, again.Stderr, "replay of command d1")
 			})
 			var d defaults
 			env.OpOK(t, bin, &d, "overcommit", "get-defaults")

@@ -1,0 +1,136 @@
+// Package readme_test runs the README's shell blocks marked
+// `<!-- readme-test: NAME -->` against the built binaries, so that the
+// commands it shows keep working as written.
+package readme_test
+
+import (
+	"bufio"
+	"encoding/json"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"github.com/stretchr/testify/require"
+
+	"github.com/eru-extend/resources/tests/testenv"
+)
+
+// block is the fenced block after the README's marker for name, without
+// its indentation.
+func block(t *testing.T, name string) string {
+	t.Helper()
+	data, err := os.ReadFile(filepath.Join(testenv.Root(), "README.md"))
+	require.NoError(t, err)
+	sc := bufio.NewScanner(strings.NewReader(string(data)))
+	marker := "<!-- readme-test: " + name + " -->"
+	var lines []string
+	state, indent := 0, ""
+	for sc.Scan() {
+		line := sc.Text()
+		trimmed := strings.TrimSpace(line)
+		switch {
+		case state == 0 && trimmed == marker:
+			state = 1
+		case state == 1 && strings.HasPrefix(trimmed, "```"):
+			indent = line[:len(line)-len(strings.TrimLeft(line, " "))]
+			state = 2
+		case state == 2 && trimmed == "```":
+			require.NotEmpty(t, lines, "the block after %s is empty", marker)
+			return strings.Join(lines, "\n") + "\n"
+		case state == 2:
+			lines = append(lines, strings.TrimPrefix(line, indent))
+		}
+	}
+	require.Failf(t, "no block", "README.md has no fenced block after %s", marker)
+	return ""
+}
+
+// bash runs script with bash -e -o pipefail in dir, the binaries first on
+// PATH.
+func bash(t *testing.T, dir, script string) (stdout, stderr string) {
+	t.Helper()
+	bin := filepath.Dir(testenv.Bin(t, "storage"))
+	testenv.Bin(t, "compute")
+	cmd := exec.Command("bash", "-e", "-o", "pipefail", "-c", script)
+	cmd.Dir = dir
+	cmd.Env = append(os.Environ(), "PATH="+bin+string(os.PathListSeparator)+os.Getenv("PATH"), "ERU_RESOURCE_CONFIG_PATH=")
+	var out, errb strings.Builder
+	cmd.Stdout, cmd.Stderr = &out, &errb
+	err := cmd.Run()
+	require.NoError(t, err, "the README's commands failed:\n%s\nstdout:\n%s\nstderr:\n%s", script, out.String(), errb.String())
+	return out.String(), errb.String()
+}
+
+// TestTheReadmeWalkthroughRunsAsWritten runs "Taking a node out of
+// service" on the embedded store: every command succeeds, the node ends
+// RETIRED, and stderr holds only what the commands say they print there.
+func TestTheReadmeWalkthroughRunsAsWritten(t *testing.T) {
+	dir := t.TempDir()
+	stdout, stderr := bash(t, dir, block(t, "walkthrough"))
+	require.FileExists(t, filepath.Join(dir, "eru-demo", "eru.db"), "one embedded store, where the README says")
+	require.Contains(t, stdout, "DRAINING")
+	require.Regexp(t, `(?m)^STATUS +DRAINING`, stdout, "the drain's table")
+	require.Regexp(t, `(?m)^CPU RATIO +4000 \(4x\), default$`, stdout)
+	require.Contains(t, stdout, "status: RETIRED", "the dry run's YAML says what retiring would do")
+	for _, line := range strings.Split(strings.TrimSpace(stderr), "\n") {
+		ok := strings.HasPrefix(line, "storage: nodes drain n1: ") ||
+			strings.HasPrefix(line, "storage: nodes retire: replay of command retire-n1: the answer given at ")
+		require.True(t, ok, "unexpected stderr line %q", line)
+	}
+	require.Contains(t, stderr, "replay of command retire-n1")
+
+	var last map[string]any
+	lines := strings.Split(strings.TrimSpace(stdout), "\n")
+	require.NoError(t, json.Unmarshal([]byte(lines[len(lines)-1]), &last))
+	require.Equal(t, "RETIRED", last["status"])
+}
+
+// TestTheReadmeInstallRunsOnABareHost runs the README's install steps and
+// its embedded-store step with /etc/eru/plugins moved to a temporary folder
+// that does not exist yet, sudo left out and the binaries already built
+// (make build is the build the tests run): both installed binaries then
+// use the one bbolt file beside their configs, and no etcd.
+func TestTheReadmeInstallRunsOnABareHost(t *testing.T) {
+	src := t.TempDir()
+	require.NoError(t, os.Symlink(filepath.Dir(testenv.Bin(t, "storage")), filepath.Join(src, "bin")))
+	testenv.Bin(t, "compute")
+	for _, name := range []string{"storage", "compute"} {
+		data, err := os.ReadFile(filepath.Join(testenv.Root(), name+".yaml.sample"))
+		require.NoError(t, err)
+		require.NoError(t, os.WriteFile(filepath.Join(src, name+".yaml.sample"), data, 0o644))
+	}
+	dir := filepath.Join(t.TempDir(), "etc", "eru", "plugins")
+	var script []string
+	for _, line := range strings.Split(block(t, "install")+block(t, "embedded-install"), "\n") {
+		if strings.HasPrefix(line, "make build") {
+			continue
+		}
+		line = strings.ReplaceAll(strings.ReplaceAll(line, "sudo ", ""), "/etc/eru/plugins", dir)
+		script = append(script, line)
+	}
+	bash(t, src, strings.Join(script, "\n"))
+
+	for _, name := range []string{"storage", "compute"} {
+		require.FileExists(t, filepath.Join(dir, name))
+	}
+	run := func(bin string, stdin string, args ...string) string {
+		cmd := exec.Command(filepath.Join(dir, bin), args...)
+		cmd.Dir = dir
+		cmd.Env = append(os.Environ(), "ERU_RESOURCE_CONFIG_PATH=")
+		cmd.Stdin = strings.NewReader(stdin)
+		out, err := cmd.CombinedOutput()
+		require.NoError(t, err, "%s %v: %s", bin, args, out)
+		return string(out)
+	}
+	run("storage", `{"nodename":"n1","resource":{"volumes":["/data0:1T"]}}`, "add-node")
+	run("compute", `{"nodename":"n1","resource":{"cpu":4,"memory":"8G"}}`, "add-node")
+	require.FileExists(t, filepath.Join(dir, "eru-resources.db"), "the embedded file is where the README says")
+	var v struct {
+		Resources map[string]any `json:"resources"`
+	}
+	require.NoError(t, json.Unmarshal([]byte(run("compute", "", "nodes", "get", "n1")), &v))
+	require.Contains(t, v.Resources, "storage", "compute sees what storage wrote: one store")
+	require.Contains(t, v.Resources, "compute")
+}
