@@ -120,7 +120,7 @@ func TestHeartbeatFlags(t *testing.T) {
 		})
 		t.Run("a name no plugin knows is not_found unless --register", func(t *testing.T) {
 			line := opFails(t, env, 3, "nodes", "heartbeat", "ghost", "--proc-root", proc)
-			require.Contains(t, line, "not_found: no plugin records node ghost")
+			require.Contains(t, line, "not_found: node ghost is not registered and no plugin has a record of it")
 			r := nodeOp(t, env, "heartbeat", "ghost", "--proc-root", proc, "--register")
 			require.Equal(t, "READY", r.Status)
 		})
@@ -129,7 +129,7 @@ func TestHeartbeatFlags(t *testing.T) {
 			require.Equal(t, "ghost", r.NodeID)
 			opFails(t, env, 3, "nodes", "get", "ghost")
 			line := opFails(t, env, 4, "nodes", "forget", "n1")
-			require.Contains(t, line, "the storage plugin still records it")
+			require.Contains(t, line, "the storage plugin still has a record of it")
 		})
 		t.Run("the node name defaults to the host name", func(t *testing.T) {
 			host, err := os.Hostname()
@@ -360,7 +360,9 @@ func TestOperatorActionsAreLogged(t *testing.T) {
 		require.Equal(t, "INFO", find("operator action", "overcommit set-defaults")["level"])
 		require.Equal(t, "WARN", find("verb refused", "")["level"])
 		for _, e := range entries {
-			require.NotEqual(t, "nodes get", e["command"], "reads are not actions")
+			if e["command"] == "nodes get" {
+				require.NotContains(t, e["msg"], "operator action", "reads are not actions")
+			}
 		}
 	})
 }
