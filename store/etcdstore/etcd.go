@@ -9,7 +9,6 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"math"
 	"strings"
 	"sync"
 	"time"
@@ -48,7 +47,6 @@ type Store struct {
 	endpoint string // for error messages
 	dial     time.Duration
 	tls      *tls.Config
-	guard    clientv3.LeaseID // see guardOp
 }
 
 var quietGRPC sync.Once
@@ -62,6 +60,12 @@ func Open(ctx context.Context, cfg Config) (*Store, error) {
 		grpclog.SetLoggerV2(grpclog.NewLoggerV2(io.Discard, io.Discard, io.Discard))
 	})
 	endpoint := strings.Join(cfg.Endpoints, ",")
+	switch {
+	case cfg.Username != "" && cfg.Password == "":
+		return nil, types.Invalid("etcd %s: etcd.auth.password is missing (etcd.auth.username is set)", endpoint)
+	case cfg.Username == "" && cfg.Password != "":
+		return nil, types.Invalid("etcd %s: etcd.auth.username is missing (etcd.auth.password is set)", endpoint)
+	}
 	ccfg := clientv3.Config{
 		Endpoints:   cfg.Endpoints,
 		DialTimeout: cfg.DialTimeout,
@@ -95,23 +99,28 @@ func (s *Store) bound(ctx context.Context) (context.Context, context.CancelFunc)
 	return context.WithTimeout(ctx, s.dial)
 }
 
-// fail classifies an error of a call. A call that ran out of time before
+// fail classifies an error of a call that wrote nothing (a read, a lease
+// grant, a write found not to have landed): see cause.
+func (s *Store) fail(err error) error {
+	return types.Wrap(types.Unavailable, s.cause(err), "etcd "+s.endpoint)
+}
+
+// cause says what went wrong with a call. A call that ran out of time before
 // the connection came up reports why the endpoint cannot be reached (the
-// client itself only says its deadline passed); a write that ran out of
-// time says its outcome is unknown, for etcd may still apply it.
-func (s *Store) fail(err error, write bool) error {
+// client itself only says its deadline passed).
+func (s *Store) cause(err error) error {
 	if !errors.Is(err, context.DeadlineExceeded) && !errors.Is(err, context.Canceled) {
-		return classify(s.endpoint, err)
+		return reason(err)
 	}
 	if s.client.ActiveConnection().GetState() != connectivity.Ready {
 		why := diagnose(s.client.Endpoints(), s.tls, probeTimeout)
-		return types.Wrap(types.Unavailable, fmt.Errorf("unreachable: no connection within %s: %s", s.dial, why), "etcd "+s.endpoint)
+		return fmt.Errorf("unreachable: no connection within %s: %s", s.dial, why)
 	}
-	if write {
-		return types.Wrap(types.Unavailable, errors.New("no answer in time: the write's outcome is unknown (etcd may still apply it); read the node before retrying"), "etcd "+s.endpoint)
-	}
-	return types.Wrap(types.Unavailable, errors.New("no answer in time"), "etcd "+s.endpoint)
+	return errors.New("no answer in time")
 }
+
+// Prefix is the prefix the store puts in front of every key.
+func (s *Store) Prefix() string { return s.prefix }
 
 // Client is the underlying etcd client, for tests and tools.
 func (s *Store) Client() *clientv3.Client { return s.client }
@@ -145,7 +154,7 @@ func (s *Store) Read(ctx context.Context, keys []string, prefixes []string) (*st
 		resp, err := s.client.Txn(cctx).Then(chunk...).Commit()
 		cancel()
 		if err != nil {
-			return nil, s.fail(err, false)
+			return nil, s.fail(err)
 		}
 		if snap.Revision == 0 {
 			snap.Revision = resp.Header.Revision
@@ -153,6 +162,9 @@ func (s *Store) Read(ctx context.Context, keys []string, prefixes []string) (*st
 		for _, r := range resp.Responses {
 			for _, kv := range r.GetResponseRange().Kvs {
 				key := strings.TrimPrefix(string(kv.Key), s.prefix)
+				if strings.HasPrefix(key, markerPrefix) {
+					continue // the store's own bookkeeping, not a record
+				}
 				snap.Items[key] = store.Item{Key: key, Value: kv.Value, ModRevision: kv.ModRevision}
 			}
 		}
@@ -168,112 +180,47 @@ func pin(op clientv3.Op, rev int64) clientv3.Op {
 	return clientv3.OpGet(string(op.KeyBytes()), opts...)
 }
 
-// Txn implements store.Store. A put with a TTL is bound to a fresh lease of
-// that many seconds (rounded up).
+// Txn implements store.Store as one resolved attempt (see Scope). A put
+// with a TTL is bound to a fresh lease of that many seconds (rounded up).
 func (s *Store) Txn(ctx context.Context, conds []store.Cond, ops []store.Op) error {
 	_, err := s.TxnOrRead(ctx, conds, ops, nil)
 	return err
 }
 
 // TxnOrRead implements store.Rereader: the transaction's else branch reads
-// keys, so a conflict comes back with the values that caused it.
+// keys, so a conflict comes back with the values that caused it. It is one
+// resolved attempt, as Scope's Commit.
 func (s *Store) TxnOrRead(ctx context.Context, conds []store.Cond, ops []store.Op, keys []string) (*store.Snapshot, error) {
-	cmps := make([]clientv3.Cmp, 0, len(conds))
-	for _, c := range conds {
-		key := s.prefix + c.Key
-		if c.ModRevision == 0 {
-			cmps = append(cmps, clientv3.Compare(clientv3.CreateRevision(key), "=", 0))
-		} else {
-			cmps = append(cmps, clientv3.Compare(clientv3.ModRevision(key), "=", c.ModRevision))
-		}
-	}
-	then := make([]clientv3.Op, 0, len(ops))
-	for _, op := range ops {
-		key := s.prefix + op.Key
-		switch {
-		case op.Delete:
-			then = append(then, clientv3.OpDelete(key))
-		case op.TTL > 0:
-			secs := int64(math.Ceil(op.TTL.Seconds()))
-			cctx, cancel := s.bound(ctx)
-			lease, err := s.client.Grant(cctx, secs)
-			cancel()
-			if err != nil {
-				return nil, s.fail(err, false)
-			}
-			then = append(then, clientv3.OpPut(key, string(op.Value), clientv3.WithLease(lease.ID)))
-		default:
-			then = append(then, clientv3.OpPut(key, string(op.Value)))
-		}
-	}
-	if g, ok, err := s.guardOp(ctx); err != nil {
-		return nil, err
-	} else if ok {
-		then = append(then, g)
-	}
-	var reread []clientv3.Op
-	if len(keys) <= MaxTxnOps {
-		for _, k := range keys {
-			reread = append(reread, clientv3.OpGet(s.prefix+k))
-		}
-	}
-	cctx, cancel := s.bound(ctx)
-	defer cancel()
-	resp, err := s.client.Txn(cctx).If(cmps...).Then(then...).Else(reread...).Commit()
-	if errors.Is(err, rpctypes.ErrLeaseNotFound) || errors.Is(err, rpctypes.ErrGRPCLeaseNotFound) {
-		return nil, types.Wrap(types.Unavailable, errors.New("the write reached etcd after its deadline and was not applied"), "etcd "+s.endpoint)
-	}
-	if err != nil {
-		return nil, s.fail(err, true)
-	}
-	if resp.Succeeded {
-		return nil, nil
-	}
-	if len(reread) == 0 {
-		return nil, store.ErrConflict
-	}
-	snap := &store.Snapshot{Revision: resp.Header.Revision, Items: make(map[string]store.Item, len(keys))}
-	for _, r := range resp.Responses {
-		for _, kv := range r.GetResponseRange().Kvs {
-			key := strings.TrimPrefix(string(kv.Key), s.prefix)
-			snap.Items[key] = store.Item{Key: key, Value: kv.Value, ModRevision: kv.ModRevision}
-		}
-	}
-	return snap, store.ErrConflict
-}
-
-// guardOp binds a throwaway key of every write to a lease that expires
-// about when the call's deadline passes (etcd counts leases in whole
-// seconds and has a minimum). A write held up on the way to etcd past that
-// point finds its lease gone and etcd refuses the whole transaction, so a
-// write the plugin reported as failed does not land later. One lease
-// serves all the attempts of a call.
-func (s *Store) guardOp(ctx context.Context) (clientv3.Op, bool, error) {
-	deadline, ok := ctx.Deadline()
-	if !ok {
-		return clientv3.Op{}, false, nil
-	}
-	if s.guard == 0 {
-		ttl := max(1, int64(time.Until(deadline)/time.Second))
-		cctx, cancel := s.bound(ctx)
-		lease, err := s.client.Grant(cctx, ttl)
-		cancel()
-		if err != nil {
-			return clientv3.Op{}, false, s.fail(err, false)
-		}
-		s.guard = lease.ID
-	}
-	return clientv3.OpPut(fmt.Sprintf("%s/guards/%x", s.prefix, int64(s.guard)), "", clientv3.WithLease(s.guard)), true, nil
+	sc := s.Scope(ctx)
+	defer sc.Close()
+	return sc.Commit(sc.Context(), conds, ops, keys)
 }
 
 // classify turns a client error into an unavailable error naming the
 // endpoint; credentials are never part of it.
 func classify(endpoint string, err error) error {
+	return types.Wrap(types.Unavailable, reason(err), "etcd "+endpoint)
+}
+
+// reason says in plain words what a client error means.
+func reason(err error) error {
 	switch {
-	case errors.Is(err, rpctypes.ErrAuthFailed), errors.Is(err, rpctypes.ErrGRPCAuthFailed):
-		return types.Wrap(types.Unavailable, errors.New("authentication failed (user name or password wrong)"), "etcd "+endpoint)
-	case errors.Is(err, rpctypes.ErrPermissionDenied), errors.Is(err, rpctypes.ErrGRPCPermissionDenied):
-		return types.Wrap(types.Unavailable, errors.New("permission denied"), "etcd "+endpoint)
+	case is(err, rpctypes.ErrAuthFailed, rpctypes.ErrGRPCAuthFailed):
+		return errors.New("authentication failed (user name or password wrong)")
+	case is(err, rpctypes.ErrPermissionDenied, rpctypes.ErrGRPCPermissionDenied):
+		return errors.New("permission denied")
+	case is(err, rpctypes.ErrUserEmpty, rpctypes.ErrGRPCUserEmpty):
+		return errors.New("etcd requires authentication: no user name and password were given (etcd.auth)")
 	}
-	return types.Wrap(types.Unavailable, err, "etcd "+endpoint)
+	return err
+}
+
+// is reports whether err is any of targets.
+func is(err error, targets ...error) bool {
+	for _, t := range targets {
+		if errors.Is(err, t) {
+			return true
+		}
+	}
+	return false
 }

@@ -1,0 +1,256 @@
+package etcdstore
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"math"
+	"math/rand/v2"
+	"strings"
+	"sync"
+	"time"
+
+	"go.etcd.io/etcd/api/v3/v3rpc/rpctypes"
+	clientv3 "go.etcd.io/etcd/client/v3"
+
+	"github.com/eru-extend/resources/store"
+	"github.com/eru-extend/resources/types"
+)
+
+// How a write is made outcome-exact.
+//
+// Every Update's writes share a guard lease, granted beside the Update's
+// first read, whose time to live outlasts the call's budget. Each attempt
+// (one transaction) also puts a marker, <prefix>/guards/<lease>.<n>, bound
+// to that lease and required to be absent: the marker lands if and only if
+// the attempt does. When an attempt's answer is lost (a timeout, a cut
+// connection, "request timed out", a leader change), the attempt is fenced:
+// a second transaction puts the same marker with another value if it is
+// still absent, and otherwise reads it. etcd orders the two; after the fence
+// the attempt can never land (its marker is taken, and once the lease has
+// gone its put is refused), so the marker's value says exactly what
+// happened. A write that arrives after the lease has gone is refused whole.
+//
+// The attempts of an Update end a third of its budget early, which is left
+// for fencing the last one; only a fence that cannot get through in that
+// time answers types.OutcomeUnknown.
+
+// markerPrefix holds the markers: no record read, range or node listing
+// covers it (records live under /resource/, registrations under /nodes/).
+const markerPrefix = "/guards/"
+
+// Values of a marker: put by the attempt itself, or by its fence.
+const (
+	landed = "w"
+	fenced = "f"
+)
+
+// defaultBudget bounds the writes of a call that has no deadline of its own:
+// a guard lease must expire.
+const defaultBudget = 10 * time.Second
+
+// Scope implements store.Scoper: it starts granting the guard lease of one
+// Update, so that the grant runs beside the Update's first read.
+func (s *Store) Scope(ctx context.Context) store.Scope {
+	deadline, ok := ctx.Deadline()
+	if !ok {
+		deadline = time.Now().Add(defaultBudget)
+	}
+	budget := time.Until(deadline)
+	sc := &scope{s: s, deadline: deadline, granted: make(chan struct{})}
+	// Fencing goes on when the caller gives up early: the call must not
+	// answer before it knows what it did.
+	sc.rctx, sc.rcancel = context.WithDeadline(context.WithoutCancel(ctx), deadline)
+	sc.actx, sc.acancel = context.WithDeadline(ctx, deadline.Add(-budget/3))
+	sc.ttl = int64(math.Ceil(budget.Seconds())) + 1
+	sc.wg.Go(func() {
+		defer close(sc.granted)
+		gctx, cancel := s.bound(sc.actx)
+		defer cancel()
+		lease, err := s.client.Grant(gctx, sc.ttl)
+		if err != nil {
+			sc.grantErr = err
+			return
+		}
+		sc.lease = lease.ID
+		sc.expires = time.Now().Add(time.Duration(lease.TTL) * time.Second)
+	})
+	return sc
+}
+
+// scope is the writes of one Update.
+type scope struct {
+	s        *Store
+	deadline time.Time
+	ttl      int64
+	actx     context.Context // attempts
+	acancel  context.CancelFunc
+	rctx     context.Context // fencing
+	rcancel  context.CancelFunc
+	wg       sync.WaitGroup
+
+	granted  chan struct{} // closed when the grant has answered
+	lease    clientv3.LeaseID
+	expires  time.Time
+	grantErr error
+
+	attempts int
+}
+
+func (sc *scope) Context() context.Context { return sc.actx }
+
+func (sc *scope) Close() {
+	sc.acancel()
+	sc.wg.Wait()
+	sc.rcancel()
+}
+
+// Commit implements store.Scope.
+func (sc *scope) Commit(ctx context.Context, conds []store.Cond, ops []store.Op, keys []string) (*store.Snapshot, error) {
+	s := sc.s
+	select {
+	case <-sc.granted:
+	case <-ctx.Done():
+		return nil, s.fail(ctx.Err())
+	}
+	if sc.grantErr != nil {
+		return nil, s.fail(sc.grantErr)
+	}
+	sc.attempts++
+	marker := fmt.Sprintf("%s%s%x.%d", s.prefix, markerPrefix, int64(sc.lease), sc.attempts)
+
+	cmps := make([]clientv3.Cmp, 0, len(conds)+1)
+	for _, c := range conds {
+		key := s.prefix + c.Key
+		if c.ModRevision == 0 {
+			cmps = append(cmps, clientv3.Compare(clientv3.CreateRevision(key), "=", 0))
+		} else {
+			cmps = append(cmps, clientv3.Compare(clientv3.ModRevision(key), "=", c.ModRevision))
+		}
+	}
+	cmps = append(cmps, clientv3.Compare(clientv3.CreateRevision(marker), "=", 0))
+	then := make([]clientv3.Op, 0, len(ops)+1)
+	for _, op := range ops {
+		key := s.prefix + op.Key
+		switch {
+		case op.Delete:
+			then = append(then, clientv3.OpDelete(key))
+		case op.TTL > 0:
+			secs := int64(math.Ceil(op.TTL.Seconds()))
+			cctx, cancel := s.bound(ctx)
+			lease, err := s.client.Grant(cctx, secs)
+			cancel()
+			if err != nil {
+				return nil, s.fail(err)
+			}
+			then = append(then, clientv3.OpPut(key, string(op.Value), clientv3.WithLease(lease.ID)))
+		default:
+			then = append(then, clientv3.OpPut(key, string(op.Value)))
+		}
+	}
+	then = append(then, clientv3.OpPut(marker, landed, clientv3.WithLease(sc.lease)))
+	var reread []clientv3.Op
+	if len(keys) <= MaxTxnOps {
+		for _, k := range keys {
+			reread = append(reread, clientv3.OpGet(s.prefix+k))
+		}
+	}
+	cctx, cancel := s.bound(ctx)
+	resp, err := s.client.Txn(cctx).If(cmps...).Then(then...).Else(reread...).Commit()
+	cancel()
+	switch {
+	case err == nil && resp.Succeeded:
+		return nil, nil
+	case err == nil:
+		if len(reread) == 0 {
+			return nil, store.ErrConflict
+		}
+		snap := &store.Snapshot{Revision: resp.Header.Revision, Items: make(map[string]store.Item, len(keys))}
+		for _, r := range resp.Responses {
+			for _, kv := range r.GetResponseRange().Kvs {
+				key := strings.TrimPrefix(string(kv.Key), s.prefix)
+				snap.Items[key] = store.Item{Key: key, Value: kv.Value, ModRevision: kv.ModRevision}
+			}
+		}
+		return snap, store.ErrConflict
+	case is(err, rpctypes.ErrLeaseNotFound, rpctypes.ErrGRPCLeaseNotFound):
+		return nil, types.Wrap(types.Unavailable, errors.New("the write reached etcd after its guard lease had expired and was not applied"), "etcd "+s.endpoint)
+	case refused(err):
+		return nil, s.fail(err)
+	}
+	return nil, sc.resolve(marker, err)
+}
+
+// refused reports whether err is an answer of etcd that says the
+// transaction was not applied (checked before it was proposed, or refused
+// when applied).
+func refused(err error) bool {
+	return is(err,
+		rpctypes.ErrAuthFailed, rpctypes.ErrGRPCAuthFailed,
+		rpctypes.ErrPermissionDenied, rpctypes.ErrGRPCPermissionDenied,
+		rpctypes.ErrUserEmpty, rpctypes.ErrGRPCUserEmpty,
+		rpctypes.ErrInvalidAuthToken, rpctypes.ErrGRPCInvalidAuthToken,
+		rpctypes.ErrAuthNotEnabled, rpctypes.ErrGRPCAuthNotEnabled,
+		rpctypes.ErrTooManyOps, rpctypes.ErrGRPCTooManyOps,
+		rpctypes.ErrRequestTooLarge, rpctypes.ErrGRPCRequestTooLarge,
+		rpctypes.ErrDuplicateKey, rpctypes.ErrGRPCDuplicateKey,
+		rpctypes.ErrEmptyKey, rpctypes.ErrGRPCEmptyKey,
+		rpctypes.ErrTooManyRequests, rpctypes.ErrGRPCRequestTooManyRequests,
+	)
+}
+
+// minFenceTry is the least time one fencing transaction is given before
+// another is sent (to another member, the client taking turns among them).
+const minFenceTry = 250 * time.Millisecond
+
+// resolve finds out whether the attempt that put marker landed, after its
+// answer was lost with lost: nil when it did, an error wrapping
+// store.ErrNotApplied when it did not, one of class types.OutcomeUnknown
+// when the fence could not get through before the call's deadline.
+func (sc *scope) resolve(marker string, lost error) error {
+	s := sc.s
+	what := s.cause(lost)
+	var last error
+	for sc.rctx.Err() == nil {
+		try := min(time.Until(sc.deadline), max(time.Until(sc.deadline)/2, minFenceTry))
+		tctx, cancel := context.WithTimeout(sc.rctx, try)
+		resp, err := s.client.Txn(tctx).
+			If(clientv3.Compare(clientv3.CreateRevision(marker), "=", 0)).
+			Then(clientv3.OpPut(marker, fenced, clientv3.WithLease(sc.lease))).
+			Else(clientv3.OpGet(marker)).
+			Commit()
+		cancel()
+		switch {
+		case err == nil && resp.Succeeded:
+			return types.Wrap(types.Unavailable, fmt.Errorf("%w (checked): %w", store.ErrNotApplied, what), "etcd "+s.endpoint)
+		case err == nil:
+			if kvs := resp.Responses[0].GetResponseRange().Kvs; len(kvs) == 1 {
+				if string(kvs[0].Value) == landed {
+					return nil
+				}
+				return types.Wrap(types.Unavailable, fmt.Errorf("%w (checked): %w", store.ErrNotApplied, what), "etcd "+s.endpoint)
+			}
+			last = errors.New("the marker vanished between compare and read")
+		case is(err, rpctypes.ErrLeaseNotFound, rpctypes.ErrGRPCLeaseNotFound):
+			// The lease, and with it the marker, is gone: the attempt can
+			// no longer land, but whether it did cannot be told.
+			return sc.unknown(what, errors.New("its guard lease expired before it could be checked"))
+		default:
+			last = s.cause(err)
+		}
+		select {
+		case <-sc.rctx.Done():
+		case <-time.After(time.Duration(10+rand.N(40)) * time.Millisecond):
+		}
+	}
+	if last == nil {
+		last = errors.New("no time was left to check it")
+	}
+	return sc.unknown(what, last)
+}
+
+// unknown is the answer of a write whose outcome could not be resolved.
+func (sc *scope) unknown(what, why error) error {
+	return types.Wrap(types.OutcomeUnknown, fmt.Errorf("%w; whether the write landed could not be checked within the call's budget (%w); it cannot land after about %s: read the node before retrying",
+		what, why, sc.expires.UTC().Format(time.RFC3339)), "etcd "+sc.s.endpoint)
+}
