@@ -106,7 +106,9 @@ func Update(ctx context.Context, s Store, keys []string, fn func(*Tx) error) err
 	for attempt := 1; ; attempt++ {
 		if snap == nil {
 			var err error
-			if snap, err = s.Read(actx, keys, nil); err != nil {
+			// The read may take the whole budget: an attempt that finds
+			// no time left writes nothing and says so.
+			if snap, err = s.Read(ctx, keys, nil); err != nil {
 				return contended(actx, err, conflicts)
 			}
 		}

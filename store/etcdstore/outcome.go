@@ -108,6 +108,9 @@ func (sc *scope) Close() {
 // Commit implements store.Scope.
 func (sc *scope) Commit(ctx context.Context, conds []store.Cond, ops []store.Op, keys []string) (*store.Snapshot, error) {
 	s := sc.s
+	if ctx.Err() != nil {
+		return nil, types.Wrap(types.Unavailable, errors.New("no time left in the call's budget to write (its last third is kept for checking a write whose answer is lost); nothing was written"), "etcd "+s.endpoint)
+	}
 	select {
 	case <-sc.granted:
 	case <-ctx.Done():
@@ -251,6 +254,6 @@ func (sc *scope) resolve(marker string, lost error) error {
 
 // unknown is the answer of a write whose outcome could not be resolved.
 func (sc *scope) unknown(what, why error) error {
-	return types.Wrap(types.OutcomeUnknown, fmt.Errorf("%w; whether the write landed could not be checked within the call's budget (%w); it cannot land after about %s: read the node before retrying",
-		what, why, sc.expires.UTC().Format(time.RFC3339)), "etcd "+sc.s.endpoint)
+	return types.Wrap(types.OutcomeUnknown, fmt.Errorf("%w; whether the write landed could not be checked within the call's budget (%w); it can land only until its %ds guard lease expires (about %s, later if etcd changes leader meanwhile): read the node before retrying",
+		what, why, sc.ttl, sc.expires.UTC().Format(time.RFC3339)), "etcd "+sc.s.endpoint)
 }
