@@ -1,6 +1,8 @@
 // Package etcdstore implements store.Store on an etcd cluster with clientv3:
 // consistent reads are one read-only transaction, writes are one transaction
-// whose compares name the mod revision of every key read.
+// whose compares name the mod revision of every key read, and whose outcome
+// is resolved when its answer is lost (see outcome.go), so that a failure
+// reported is one that did not and will not land.
 package etcdstore
 
 import (

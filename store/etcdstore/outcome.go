@@ -62,7 +62,7 @@ func (s *Store) Scope(ctx context.Context) store.Scope {
 	// answer before it knows what it did.
 	sc.rctx, sc.rcancel = context.WithDeadline(context.WithoutCancel(ctx), deadline)
 	sc.actx, sc.acancel = context.WithDeadline(ctx, deadline.Add(-budget/3))
-	sc.ttl = int64(math.Ceil(budget.Seconds())) + 1
+	sc.ttl = max(1, int64(math.Ceil(budget.Seconds()))) + 1
 	sc.wg.Go(func() {
 		defer close(sc.granted)
 		gctx, cancel := s.bound(sc.actx)
