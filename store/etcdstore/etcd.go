@@ -152,9 +152,7 @@ func (s *Store) Read(ctx context.Context, keys []string, prefixes []string) (*st
 				chunk[i] = pin(chunk[i], snap.Revision)
 			}
 		}
-		cctx, cancel := s.bound(ctx)
-		resp, err := s.client.Txn(cctx).Then(chunk...).Commit()
-		cancel()
+		resp, err := s.readTxn(ctx, chunk)
 		if err != nil {
 			return nil, s.fail(err)
 		}
@@ -172,6 +170,66 @@ func (s *Store) Read(ctx context.Context, keys []string, prefixes []string) (*st
 		}
 	}
 	return snap, nil
+}
+
+// minReadTry is the least time one try of a read is given.
+const minReadTry = 500 * time.Millisecond
+
+// readTxn runs one read-only transaction. On a live connection, a read that
+// gets no answer in half the time left is sent again beside the first (the
+// client takes turns among the members), up to three times: a member that is
+// stopped, or cut off from its leader, keeps its connections open and never
+// answers, while the others can. The first answer wins; a slow one is never
+// abandoned for a retry.
+func (s *Store) readTxn(ctx context.Context, ops []clientv3.Op) (*clientv3.TxnResponse, error) {
+	deadline, ok := ctx.Deadline()
+	if !ok || s.client.ActiveConnection().GetState() != connectivity.Ready {
+		cctx, cancel := s.bound(ctx)
+		defer cancel()
+		return s.client.Txn(cctx).Then(ops...).Commit()
+	}
+	type answer struct {
+		resp *clientv3.TxnResponse
+		err  error
+	}
+	const tries = 3
+	hctx, cancel := context.WithCancel(ctx)
+	var wg sync.WaitGroup
+	defer func() {
+		cancel()
+		wg.Wait()
+	}()
+	answers := make(chan answer, tries)
+	send := func() {
+		wg.Go(func() {
+			resp, err := s.client.Txn(hctx).Then(ops...).Commit()
+			answers <- answer{resp, err}
+		})
+	}
+	send()
+	inFlight, sent := 1, 1
+	var last error
+	for {
+		var hedge <-chan time.Time
+		if wait := time.Until(deadline) / 2; sent < tries && wait >= minReadTry {
+			hedge = time.After(wait)
+		}
+		select {
+		case a := <-answers:
+			inFlight--
+			if a.err == nil {
+				return a.resp, nil
+			}
+			last = a.err
+			if inFlight == 0 {
+				return nil, last
+			}
+		case <-hedge:
+			send()
+			inFlight++
+			sent++
+		}
+	}
 }
 
 func pin(op clientv3.Op, rev int64) clientv3.Op {
