@@ -11,6 +11,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"math/rand/v2"
 	"strings"
 	"sync"
 	"time"
@@ -19,8 +20,10 @@ import (
 	"go.etcd.io/etcd/client/pkg/v3/transport"
 	clientv3 "go.etcd.io/etcd/client/v3"
 	"go.uber.org/zap"
+	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/connectivity"
 	"google.golang.org/grpc/grpclog"
+	"google.golang.org/grpc/status"
 
 	"github.com/eru-extend/resources/store"
 	"github.com/eru-extend/resources/types"
@@ -175,6 +178,22 @@ func (s *Store) Read(ctx context.Context, keys []string, prefixes []string) (*st
 // minReadTry is the least time one try of a read is given.
 const minReadTry = 500 * time.Millisecond
 
+// maxReadSends bounds how many times one read is sent.
+const maxReadSends = 6
+
+// transient reports whether err is etcd saying it could not serve a request
+// just now (no leader, a leader change, a lost connection): another try,
+// maybe on another member, may succeed.
+func transient(err error) bool {
+	return is(err,
+		rpctypes.ErrNoLeader, rpctypes.ErrGRPCNoLeader,
+		rpctypes.ErrLeaderChanged, rpctypes.ErrGRPCLeaderChanged,
+		rpctypes.ErrTimeout, rpctypes.ErrGRPCTimeout,
+		rpctypes.ErrTimeoutDueToLeaderFail, rpctypes.ErrGRPCTimeoutDueToLeaderFail,
+		rpctypes.ErrTimeoutDueToConnectionLost, rpctypes.ErrGRPCTimeoutDueToConnectionLost,
+	) || status.Code(err) == codes.Unavailable
+}
+
 // readTxn runs one read-only transaction. On a live connection, a read that
 // gets no answer in half the time left is sent again beside the first (the
 // client takes turns among the members), up to three times: a member that is
@@ -192,14 +211,14 @@ func (s *Store) readTxn(ctx context.Context, ops []clientv3.Op) (*clientv3.TxnRe
 		resp *clientv3.TxnResponse
 		err  error
 	}
-	const tries = 3
+	const tries = 3 // sent beside one another
 	hctx, cancel := context.WithCancel(ctx)
 	var wg sync.WaitGroup
 	defer func() {
 		cancel()
 		wg.Wait()
 	}()
-	answers := make(chan answer, tries)
+	answers := make(chan answer, maxReadSends)
 	send := func() {
 		wg.Go(func() {
 			resp, err := s.client.Txn(hctx).Then(ops...).Commit()
@@ -211,7 +230,7 @@ func (s *Store) readTxn(ctx context.Context, ops []clientv3.Op) (*clientv3.TxnRe
 	var last error
 	for {
 		var hedge <-chan time.Time
-		if wait := time.Until(deadline) / 2; sent < tries && wait >= minReadTry {
+		if wait := time.Until(deadline) / 2; inFlight < tries && sent < maxReadSends && wait >= minReadTry {
 			hedge = time.After(wait)
 		}
 		select {
@@ -221,9 +240,22 @@ func (s *Store) readTxn(ctx context.Context, ops []clientv3.Op) (*clientv3.TxnRe
 				return a.resp, nil
 			}
 			last = a.err
-			if inFlight == 0 {
+			if inFlight > 0 {
+				continue
+			}
+			// An election or a lost connection: another try may find the
+			// new leader, while there is time for one.
+			if !transient(last) || sent >= maxReadSends || time.Until(deadline) < minReadTry {
 				return nil, last
 			}
+			select {
+			case <-ctx.Done():
+				return nil, last
+			case <-time.After(time.Duration(20+rand.N(30)) * time.Millisecond):
+			}
+			send()
+			inFlight++
+			sent++
 		case <-hedge:
 			send()
 			inFlight++

@@ -45,6 +45,9 @@ const (
 	fenced = "f"
 )
 
+// maxGrants bounds how many times the guard lease is asked for.
+const maxGrants = 5
+
 // defaultBudget bounds the writes of a call that has no deadline of its own:
 // a guard lease must expire.
 const defaultBudget = 10 * time.Second
@@ -65,12 +68,27 @@ func (s *Store) Scope(ctx context.Context) store.Scope {
 	sc.ttl = max(1, int64(math.Ceil(budget.Seconds()))) + 1
 	sc.wg.Go(func() {
 		defer close(sc.granted)
-		gctx, cancel := s.bound(sc.actx)
-		defer cancel()
-		lease, err := s.client.Grant(gctx, sc.ttl)
-		if err != nil {
-			sc.grantErr = err
-			return
+		var lease *clientv3.LeaseGrantResponse
+		for try := 1; ; try++ {
+			gctx, cancel := s.bound(sc.actx)
+			var err error
+			lease, err = s.client.Grant(gctx, sc.ttl)
+			cancel()
+			if err == nil {
+				break
+			}
+			// A grant whose answer was lost leaves a lease that expires
+			// on its own; an election is worth waiting out.
+			if !transient(err) || try == maxGrants || time.Until(sc.deadline) < budget/2 {
+				sc.grantErr = err
+				return
+			}
+			select {
+			case <-sc.actx.Done():
+				sc.grantErr = err
+				return
+			case <-time.After(time.Duration(20+rand.N(30)) * time.Millisecond):
+			}
 		}
 		sc.lease = lease.ID
 		sc.expires = time.Now().Add(time.Duration(lease.TTL) * time.Second)
