@@ -56,14 +56,21 @@ type Store struct {
 
 var quietGRPC sync.Once
 
+// QuietGRPC silences grpc's process-wide logger, once: grpc would otherwise
+// print connection warnings on stderr, which core reads as part of the
+// answer. Open calls it; a process that runs grpc servers too (a test with
+// an in-process etcd) calls it before starting them, for the logger may
+// only be set while no grpc code runs.
+func QuietGRPC() {
+	quietGRPC.Do(func() {
+		grpclog.SetLoggerV2(grpclog.NewLoggerV2(io.Discard, io.Discard, io.Discard))
+	})
+}
+
 // Open connects to etcd and waits until the connection is up or the dial
 // timeout has passed, so that a dead etcd fails fast with its address.
 func Open(ctx context.Context, cfg Config) (*Store, error) {
-	quietGRPC.Do(func() {
-		// grpc would otherwise print connection warnings on stderr, which
-		// core reads as part of the answer.
-		grpclog.SetLoggerV2(grpclog.NewLoggerV2(io.Discard, io.Discard, io.Discard))
-	})
+	QuietGRPC()
 	endpoint := strings.Join(cfg.Endpoints, ",")
 	switch {
 	case cfg.Username != "" && cfg.Password == "":

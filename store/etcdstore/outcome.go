@@ -31,9 +31,10 @@ import (
 // gone its put is refused), so the marker's value says exactly what
 // happened. A write that arrives after the lease has gone is refused whole.
 //
-// The attempts of an Update end a third of its budget early, which is left
-// for fencing the last one; only a fence that cannot get through in that
-// time answers types.OutcomeUnknown.
+// No attempt starts in the last third of an Update's budget, which is left
+// for fencing: an attempt still unanswered then is fenced while in flight,
+// and whichever of the two answers first tells. Only when neither answers
+// before the deadline does the call answer types.OutcomeUnknown.
 
 // markerPrefix holds the markers: no record read, range or node listing
 // covers it (records live under /resource/, registrations under /nodes/).
@@ -176,9 +177,26 @@ func (sc *scope) Commit(ctx context.Context, conds []store.Cond, ops []store.Op,
 			reread = append(reread, clientv3.OpGet(s.prefix+k))
 		}
 	}
-	cctx, cancel := s.bound(ctx)
-	resp, err := s.client.Txn(cctx).If(cmps...).Then(then...).Else(reread...).Commit()
-	cancel()
+	// The attempt may run to the call's deadline: when the attempts' time
+	// is up without its answer, it is fenced while still in flight, and
+	// whichever answer comes first tells (etcd orders the two). An attempt
+	// merely queued behind a busy etcd then lands instead of being dropped.
+	tctx, cancel := s.bound(sc.rctx)
+	attempt := make(chan answer, 1)
+	var wg sync.WaitGroup
+	defer wg.Wait()
+	defer cancel()
+	wg.Go(func() {
+		resp, err := s.client.Txn(tctx).If(cmps...).Then(then...).Else(reread...).Commit()
+		attempt <- answer{resp, err}
+	})
+	var a answer
+	select {
+	case a = <-attempt:
+	case <-ctx.Done():
+		return nil, sc.resolve(marker, ctx.Err(), attempt)
+	}
+	resp, err := a.resp, a.err
 	switch {
 	case err == nil && resp.Succeeded:
 		return nil, nil
@@ -199,7 +217,13 @@ func (sc *scope) Commit(ctx context.Context, conds []store.Cond, ops []store.Op,
 	case refused(err):
 		return nil, s.fail(err)
 	}
-	return nil, sc.resolve(marker, err)
+	return nil, sc.resolve(marker, err, nil)
+}
+
+// answer is what a transaction answered.
+type answer struct {
+	resp *clientv3.TxnResponse
+	err  error
 }
 
 // refused reports whether err is an answer of etcd that says the
@@ -225,39 +249,65 @@ func refused(err error) bool {
 const minFenceTry = 250 * time.Millisecond
 
 // resolve finds out whether the attempt that put marker landed, after its
-// answer was lost with lost: nil when it did, an error wrapping
-// store.ErrNotApplied when it did not, one of class types.OutcomeUnknown
-// when the fence could not get through before the call's deadline.
-func (sc *scope) resolve(marker string, lost error) error {
+// answer was lost with lost, or is late (then attempt brings it, if it comes
+// while fencing): nil when it landed, an error wrapping store.ErrNotApplied
+// when it did not, one of class types.OutcomeUnknown when neither the fence
+// nor the attempt answered before the call's deadline.
+func (sc *scope) resolve(marker string, lost error, attempt <-chan answer) error {
 	s := sc.s
 	what := s.cause(lost)
+	notApplied := func() error {
+		return types.Wrap(types.Unavailable, fmt.Errorf("%w (checked): %w", store.ErrNotApplied, what), "etcd "+s.endpoint)
+	}
 	var last error
 	for sc.rctx.Err() == nil {
 		try := min(time.Until(sc.deadline), max(time.Until(sc.deadline)/2, minFenceTry))
 		tctx, cancel := context.WithTimeout(sc.rctx, try)
-		resp, err := s.client.Txn(tctx).
-			If(clientv3.Compare(clientv3.CreateRevision(marker), "=", 0)).
-			Then(clientv3.OpPut(marker, fenced, clientv3.WithLease(sc.lease))).
-			Else(clientv3.OpGet(marker)).
-			Commit()
+		fence := make(chan answer, 1)
+		go func() {
+			resp, err := s.client.Txn(tctx).
+				If(clientv3.Compare(clientv3.CreateRevision(marker), "=", 0)).
+				Then(clientv3.OpPut(marker, fenced, clientv3.WithLease(sc.lease))).
+				Else(clientv3.OpGet(marker)).
+				Commit()
+			fence <- answer{resp, err}
+		}()
+		var f answer
+		select {
+		case f = <-fence:
+		case a := <-attempt:
+			attempt = nil
+			if a.err == nil {
+				// The attempt's own answer: it landed, or a condition
+				// (its marker taken by this fence, or a key changed)
+				// kept it out.
+				cancel()
+				<-fence
+				if a.resp.Succeeded {
+					return nil
+				}
+				return notApplied()
+			}
+			f = <-fence
+		}
 		cancel()
 		switch {
-		case err == nil && resp.Succeeded:
-			return types.Wrap(types.Unavailable, fmt.Errorf("%w (checked): %w", store.ErrNotApplied, what), "etcd "+s.endpoint)
-		case err == nil:
-			if kvs := resp.Responses[0].GetResponseRange().Kvs; len(kvs) == 1 {
+		case f.err == nil && f.resp.Succeeded:
+			return notApplied()
+		case f.err == nil:
+			if kvs := f.resp.Responses[0].GetResponseRange().Kvs; len(kvs) == 1 {
 				if string(kvs[0].Value) == landed {
 					return nil
 				}
-				return types.Wrap(types.Unavailable, fmt.Errorf("%w (checked): %w", store.ErrNotApplied, what), "etcd "+s.endpoint)
+				return notApplied()
 			}
 			last = errors.New("the marker vanished between compare and read")
-		case is(err, rpctypes.ErrLeaseNotFound, rpctypes.ErrGRPCLeaseNotFound):
+		case is(f.err, rpctypes.ErrLeaseNotFound, rpctypes.ErrGRPCLeaseNotFound):
 			// The lease, and with it the marker, is gone: the attempt can
 			// no longer land, but whether it did cannot be told.
 			return sc.unknown(what, errors.New("its guard lease expired before it could be checked"))
 		default:
-			last = s.cause(err)
+			last = s.cause(f.err)
 		}
 		select {
 		case <-sc.rctx.Done():
