@@ -89,6 +89,58 @@ type Rereader interface {
 	TxnOrRead(ctx context.Context, conds []Cond, ops []Op, keys []string) (*Snapshot, error)
 }
 
+// Scoper is a Store whose writes can lose their answer (a network between
+// the plugin and the store): each Update's writes go through a Scope that
+// resolves every attempt before answering, so that a failure it reports is
+// one that did not and will not land.
+type Scoper interface {
+	// Scope starts the writes of one Update bounded by ctx. It may start
+	// work (e.g. granting a lease) that runs beside the Update's first read.
+	Scope(ctx context.Context) Scope
+}
+
+// Scope is the writes of one Update.
+type Scope interface {
+	// Context bounds the Update's reads and attempts: it ends early enough
+	// that the last attempt's outcome can still be resolved within the
+	// Update's own context.
+	Context() context.Context
+	// Commit is one attempt: it applies ops if every cond holds. It returns
+	// nil when the attempt landed; ErrConflict (with the current values of
+	// keys when the store can) when a cond failed; an error wrapping
+	// ErrNotApplied when its answer was lost and it was found not to have
+	// landed; an error of class types.OutcomeUnknown when that could not
+	// be found out in time; any other error only when it did not land.
+	Commit(ctx context.Context, conds []Cond, ops []Op, keys []string) (*Snapshot, error)
+	// Close releases what the scope holds.
+	Close()
+}
+
+// committer is the Scope of one Update on s: the store's own when it has
+// one, else its transactions as they are.
+func committer(ctx context.Context, s Store) Scope {
+	if sc, ok := s.(Scoper); ok {
+		return sc.Scope(ctx)
+	}
+	return plainScope{ctx: ctx, s: s}
+}
+
+type plainScope struct {
+	ctx context.Context
+	s   Store
+}
+
+func (p plainScope) Context() context.Context { return p.ctx }
+
+func (p plainScope) Commit(ctx context.Context, conds []Cond, ops []Op, keys []string) (*Snapshot, error) {
+	if rr, ok := p.s.(Rereader); ok {
+		return rr.TxnOrRead(ctx, conds, ops, keys)
+	}
+	return nil, p.s.Txn(ctx, conds, ops)
+}
+
+func (plainScope) Close() {}
+
 // Errors of the store. Implementations wrap these so errors.Is works.
 var (
 	// ErrConflict means a transaction's condition failed: a key changed
@@ -99,6 +151,9 @@ var (
 	// ErrMissing means the embedded store's file does not exist and the
 	// caller asked not to create it.
 	ErrMissing = errors.New("store: state file does not exist")
+	// ErrNotApplied means a transaction whose answer was lost was found
+	// not to have landed, and never will: it may be tried again.
+	ErrNotApplied = errors.New("store: the write did not land")
 )
 
 // Get reads one key.

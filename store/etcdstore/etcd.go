@@ -1,6 +1,8 @@
 // Package etcdstore implements store.Store on an etcd cluster with clientv3:
 // consistent reads are one read-only transaction, writes are one transaction
-// whose compares name the mod revision of every key read.
+// whose compares name the mod revision of every key read, and whose outcome
+// is resolved when its answer is lost (see outcome.go), so that a failure
+// reported is one that did not and will not land.
 package etcdstore
 
 import (
@@ -9,7 +11,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"math"
+	"math/rand/v2"
 	"strings"
 	"sync"
 	"time"
@@ -18,8 +20,10 @@ import (
 	"go.etcd.io/etcd/client/pkg/v3/transport"
 	clientv3 "go.etcd.io/etcd/client/v3"
 	"go.uber.org/zap"
+	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/connectivity"
 	"google.golang.org/grpc/grpclog"
+	"google.golang.org/grpc/status"
 
 	"github.com/eru-extend/resources/store"
 	"github.com/eru-extend/resources/types"
@@ -48,22 +52,32 @@ type Store struct {
 	endpoint string // for error messages
 	dial     time.Duration
 	tls      *tls.Config
-
-	guardMu sync.Mutex
-	guards  map[time.Time]clientv3.LeaseID // see guardOp
 }
 
 var quietGRPC sync.Once
 
+// QuietGRPC silences grpc's process-wide logger, once: grpc would otherwise
+// print connection warnings on stderr, which core reads as part of the
+// answer. Open calls it; a process that runs grpc servers too (a test with
+// an in-process etcd) calls it before starting them, for the logger may
+// only be set while no grpc code runs.
+func QuietGRPC() {
+	quietGRPC.Do(func() {
+		grpclog.SetLoggerV2(grpclog.NewLoggerV2(io.Discard, io.Discard, io.Discard))
+	})
+}
+
 // Open connects to etcd and waits until the connection is up or the dial
 // timeout has passed, so that a dead etcd fails fast with its address.
 func Open(ctx context.Context, cfg Config) (*Store, error) {
-	quietGRPC.Do(func() {
-		// grpc would otherwise print connection warnings on stderr, which
-		// core reads as part of the answer.
-		grpclog.SetLoggerV2(grpclog.NewLoggerV2(io.Discard, io.Discard, io.Discard))
-	})
+	QuietGRPC()
 	endpoint := strings.Join(cfg.Endpoints, ",")
+	switch {
+	case cfg.Username != "" && cfg.Password == "":
+		return nil, types.Invalid("etcd %s: etcd.auth.password is missing (etcd.auth.username is set)", endpoint)
+	case cfg.Username == "" && cfg.Password != "":
+		return nil, types.Invalid("etcd %s: etcd.auth.username is missing (etcd.auth.password is set)", endpoint)
+	}
 	ccfg := clientv3.Config{
 		Endpoints:   cfg.Endpoints,
 		DialTimeout: cfg.DialTimeout,
@@ -97,27 +111,35 @@ func (s *Store) bound(ctx context.Context) (context.Context, context.CancelFunc)
 	return context.WithTimeout(ctx, s.dial)
 }
 
-// fail classifies an error of a call. A call that ran out of time before
+// fail classifies an error of a call that wrote nothing (a read, a lease
+// grant, a write found not to have landed): see cause.
+func (s *Store) fail(err error) error {
+	if refused := refusedCredentials(s.endpoint, err); refused != nil {
+		return refused
+	}
+	cause := s.cause(err)
+	if refused := refusedCertificate(s.endpoint, cause); refused != nil {
+		return refused
+	}
+	return types.Wrap(types.Unavailable, cause, "etcd "+s.endpoint)
+}
+
+// cause says what went wrong with a call. A call that ran out of time before
 // the connection came up reports why the endpoint cannot be reached (the
-// client itself only says its deadline passed); a write that ran out of
-// time says its outcome is unknown, for etcd may still apply it.
-func (s *Store) fail(err error, write bool) error {
+// client itself only says its deadline passed).
+func (s *Store) cause(err error) error {
 	if !errors.Is(err, context.DeadlineExceeded) && !errors.Is(err, context.Canceled) {
-		return classify(s.endpoint, err)
+		return reason(err)
 	}
 	if s.client.ActiveConnection().GetState() != connectivity.Ready {
 		why := diagnose(s.client.Endpoints(), s.tls, probeTimeout)
-		cause := fmt.Errorf("unreachable: no connection within %s: %s", s.dial, why)
-		if refused := refusedCertificate(s.endpoint, cause); refused != nil {
-			return refused
-		}
-		return types.Wrap(types.Unavailable, cause, "etcd "+s.endpoint)
+		return fmt.Errorf("unreachable: no connection within %s: %s", s.dial, why)
 	}
-	if write {
-		return types.Wrap(types.Unavailable, errors.New("no answer in time: the write's outcome is unknown (etcd may still apply it); read the node before retrying"), "etcd "+s.endpoint)
-	}
-	return types.Wrap(types.Unavailable, errors.New("no answer in time"), "etcd "+s.endpoint)
+	return errors.New("no answer in time")
 }
+
+// Prefix is the prefix the store puts in front of every key.
+func (s *Store) Prefix() string { return s.prefix }
 
 // Client is the underlying etcd client, for tests and tools.
 func (s *Store) Client() *clientv3.Client { return s.client }
@@ -147,11 +169,9 @@ func (s *Store) Read(ctx context.Context, keys []string, prefixes []string) (*st
 				chunk[i] = pin(chunk[i], snap.Revision)
 			}
 		}
-		cctx, cancel := s.bound(ctx)
-		resp, err := s.client.Txn(cctx).Then(chunk...).Commit()
-		cancel()
+		resp, err := s.readTxn(ctx, chunk)
 		if err != nil {
-			return nil, s.fail(err, false)
+			return nil, s.fail(err)
 		}
 		if snap.Revision == 0 {
 			snap.Revision = resp.Header.Revision
@@ -159,11 +179,103 @@ func (s *Store) Read(ctx context.Context, keys []string, prefixes []string) (*st
 		for _, r := range resp.Responses {
 			for _, kv := range r.GetResponseRange().Kvs {
 				key := strings.TrimPrefix(string(kv.Key), s.prefix)
+				if strings.HasPrefix(key, markerPrefix) {
+					continue // the store's own bookkeeping, not a record
+				}
 				snap.Items[key] = store.Item{Key: key, Value: kv.Value, ModRevision: kv.ModRevision}
 			}
 		}
 	}
 	return snap, nil
+}
+
+// minReadTry is the least time one try of a read is given.
+const minReadTry = 500 * time.Millisecond
+
+// maxReadSends bounds how many times one read is sent.
+const maxReadSends = 6
+
+// transient reports whether err is etcd saying it could not serve a request
+// just now (no leader, a leader change, a lost connection): another try,
+// maybe on another member, may succeed.
+func transient(err error) bool {
+	return is(err,
+		rpctypes.ErrNoLeader, rpctypes.ErrGRPCNoLeader,
+		rpctypes.ErrLeaderChanged, rpctypes.ErrGRPCLeaderChanged,
+		rpctypes.ErrTimeout, rpctypes.ErrGRPCTimeout,
+		rpctypes.ErrTimeoutDueToLeaderFail, rpctypes.ErrGRPCTimeoutDueToLeaderFail,
+		rpctypes.ErrTimeoutDueToConnectionLost, rpctypes.ErrGRPCTimeoutDueToConnectionLost,
+	) || status.Code(err) == codes.Unavailable
+}
+
+// readTxn runs one read-only transaction. On a live connection, a read that
+// gets no answer in half the time left is sent again beside the first (the
+// client takes turns among the members), up to three times: a member that is
+// stopped, or cut off from its leader, keeps its connections open and never
+// answers, while the others can. The first answer wins; a slow one is never
+// abandoned for a retry.
+func (s *Store) readTxn(ctx context.Context, ops []clientv3.Op) (*clientv3.TxnResponse, error) {
+	deadline, ok := ctx.Deadline()
+	if !ok || s.client.ActiveConnection().GetState() != connectivity.Ready {
+		cctx, cancel := s.bound(ctx)
+		defer cancel()
+		return s.client.Txn(cctx).Then(ops...).Commit()
+	}
+	type answer struct {
+		resp *clientv3.TxnResponse
+		err  error
+	}
+	const tries = 3 // sent beside one another
+	hctx, cancel := context.WithCancel(ctx)
+	var wg sync.WaitGroup
+	defer func() {
+		cancel()
+		wg.Wait()
+	}()
+	answers := make(chan answer, maxReadSends)
+	send := func() {
+		wg.Go(func() {
+			resp, err := s.client.Txn(hctx).Then(ops...).Commit()
+			answers <- answer{resp, err}
+		})
+	}
+	send()
+	inFlight, sent := 1, 1
+	var last error
+	for {
+		var hedge <-chan time.Time
+		if wait := time.Until(deadline) / 2; inFlight < tries && sent < maxReadSends && wait >= minReadTry {
+			hedge = time.After(wait)
+		}
+		select {
+		case a := <-answers:
+			inFlight--
+			if a.err == nil {
+				return a.resp, nil
+			}
+			last = a.err
+			if inFlight > 0 {
+				continue
+			}
+			// An election or a lost connection: another try may find the
+			// new leader, while there is time for one.
+			if !transient(last) || sent >= maxReadSends || time.Until(deadline) < minReadTry {
+				return nil, last
+			}
+			select {
+			case <-ctx.Done():
+				return nil, last
+			case <-time.After(time.Duration(20+rand.N(30)) * time.Millisecond):
+			}
+			send()
+			inFlight++
+			sent++
+		case <-hedge:
+			send()
+			inFlight++
+			sent++
+		}
+	}
 }
 
 func pin(op clientv3.Op, rev int64) clientv3.Op {
@@ -174,120 +286,20 @@ func pin(op clientv3.Op, rev int64) clientv3.Op {
 	return clientv3.OpGet(string(op.KeyBytes()), opts...)
 }
 
-// Txn implements store.Store. A put with a TTL is bound to a fresh lease of
-// that many seconds (rounded up).
+// Txn implements store.Store as one resolved attempt (see Scope). A put
+// with a TTL is bound to a fresh lease of that many seconds (rounded up).
 func (s *Store) Txn(ctx context.Context, conds []store.Cond, ops []store.Op) error {
 	_, err := s.TxnOrRead(ctx, conds, ops, nil)
 	return err
 }
 
 // TxnOrRead implements store.Rereader: the transaction's else branch reads
-// keys, so a conflict comes back with the values that caused it.
+// keys, so a conflict comes back with the values that caused it. It is one
+// resolved attempt, as Scope's Commit.
 func (s *Store) TxnOrRead(ctx context.Context, conds []store.Cond, ops []store.Op, keys []string) (*store.Snapshot, error) {
-	cmps := make([]clientv3.Cmp, 0, len(conds))
-	for _, c := range conds {
-		key := s.prefix + c.Key
-		if c.ModRevision == 0 {
-			cmps = append(cmps, clientv3.Compare(clientv3.CreateRevision(key), "=", 0))
-		} else {
-			cmps = append(cmps, clientv3.Compare(clientv3.ModRevision(key), "=", c.ModRevision))
-		}
-	}
-	then := make([]clientv3.Op, 0, len(ops))
-	for _, op := range ops {
-		key := s.prefix + op.Key
-		switch {
-		case op.Delete:
-			then = append(then, clientv3.OpDelete(key))
-		case op.TTL > 0:
-			secs := int64(math.Ceil(op.TTL.Seconds()))
-			cctx, cancel := s.bound(ctx)
-			lease, err := s.client.Grant(cctx, secs)
-			cancel()
-			if err != nil {
-				return nil, s.fail(err, false)
-			}
-			then = append(then, clientv3.OpPut(key, string(op.Value), clientv3.WithLease(lease.ID)))
-		default:
-			then = append(then, clientv3.OpPut(key, string(op.Value)))
-		}
-	}
-	if g, ok, err := s.guardOp(ctx); err != nil {
-		return nil, err
-	} else if ok {
-		then = append(then, g)
-	}
-	var reread []clientv3.Op
-	if len(keys) <= MaxTxnOps {
-		for _, k := range keys {
-			reread = append(reread, clientv3.OpGet(s.prefix+k))
-		}
-	}
-	cctx, cancel := s.bound(ctx)
-	defer cancel()
-	resp, err := s.client.Txn(cctx).If(cmps...).Then(then...).Else(reread...).Commit()
-	if errors.Is(err, rpctypes.ErrLeaseNotFound) || errors.Is(err, rpctypes.ErrGRPCLeaseNotFound) {
-		return nil, types.Wrap(types.Unavailable, errors.New("the write reached etcd after its deadline and was not applied"), "etcd "+s.endpoint)
-	}
-	if err != nil {
-		return nil, s.fail(err, true)
-	}
-	if resp.Succeeded {
-		return nil, nil
-	}
-	if len(reread) == 0 {
-		return nil, store.ErrConflict
-	}
-	snap := &store.Snapshot{Revision: resp.Header.Revision, Items: make(map[string]store.Item, len(keys))}
-	for _, r := range resp.Responses {
-		for _, kv := range r.GetResponseRange().Kvs {
-			key := strings.TrimPrefix(string(kv.Key), s.prefix)
-			snap.Items[key] = store.Item{Key: key, Value: kv.Value, ModRevision: kv.ModRevision}
-		}
-	}
-	return snap, store.ErrConflict
-}
-
-// guardOp binds a throwaway key of every write to a lease that expires
-// about when the call's deadline passes (etcd counts leases in whole
-// seconds and has a minimum). A write held up on the way to etcd past that
-// point finds its lease gone and etcd refuses the whole transaction, so a
-// write the plugin reported as failed does not land later. One lease
-// serves all the attempts of a call.
-func (s *Store) guardOp(ctx context.Context) (clientv3.Op, bool, error) {
-	deadline, ok := ctx.Deadline()
-	if !ok {
-		return clientv3.Op{}, false, nil
-	}
-	// One lease per deadline, that is per call: the store lives as long as
-	// a serve daemon, far past any one call's deadline, and serves calls
-	// concurrently.
-	s.guardMu.Lock()
-	id, ok := s.guards[deadline]
-	s.guardMu.Unlock()
-	if !ok {
-		ttl := max(1, int64(time.Until(deadline)/time.Second))
-		cctx, cancel := s.bound(ctx)
-		lease, err := s.client.Grant(cctx, ttl)
-		cancel()
-		if err != nil {
-			return clientv3.Op{}, false, s.fail(err, false)
-		}
-		id = lease.ID
-		s.guardMu.Lock()
-		now := time.Now()
-		for d := range s.guards {
-			if d.Before(now) {
-				delete(s.guards, d)
-			}
-		}
-		if s.guards == nil {
-			s.guards = map[time.Time]clientv3.LeaseID{}
-		}
-		s.guards[deadline] = id
-		s.guardMu.Unlock()
-	}
-	return clientv3.OpPut(fmt.Sprintf("%s/guards/%x", s.prefix, int64(id)), "", clientv3.WithLease(id)), true, nil
+	sc := s.Scope(ctx)
+	defer sc.Close()
+	return sc.Commit(sc.Context(), conds, ops, keys)
 }
 
 // classify turns a client error into an unavailable error naming the
@@ -296,11 +308,28 @@ func classify(endpoint string, err error) error {
 	if refused := refusedCredentials(endpoint, err); refused != nil {
 		return refused
 	}
+	return types.Wrap(types.Unavailable, reason(err), "etcd "+endpoint)
+}
+
+// reason says in plain words what a client error means.
+func reason(err error) error {
 	switch {
-	case errors.Is(err, rpctypes.ErrAuthFailed), errors.Is(err, rpctypes.ErrGRPCAuthFailed):
-		return types.Wrap(types.Unavailable, errors.New("authentication failed (user name or password wrong)"), "etcd "+endpoint)
-	case errors.Is(err, rpctypes.ErrPermissionDenied), errors.Is(err, rpctypes.ErrGRPCPermissionDenied):
-		return types.Wrap(types.Unavailable, errors.New("permission denied"), "etcd "+endpoint)
+	case is(err, rpctypes.ErrAuthFailed, rpctypes.ErrGRPCAuthFailed):
+		return errors.New("authentication failed (user name or password wrong)")
+	case is(err, rpctypes.ErrPermissionDenied, rpctypes.ErrGRPCPermissionDenied):
+		return errors.New("permission denied")
+	case is(err, rpctypes.ErrUserEmpty, rpctypes.ErrGRPCUserEmpty):
+		return errors.New("etcd requires authentication: no user name and password were given (etcd.auth)")
 	}
-	return types.Wrap(types.Unavailable, err, "etcd "+endpoint)
+	return err
+}
+
+// is reports whether err is any of targets.
+func is(err error, targets ...error) bool {
+	for _, t := range targets {
+		if errors.Is(err, t) {
+			return true
+		}
+	}
+	return false
 }

@@ -56,3 +56,23 @@ func TestAConflictComesBackWithTheCurrentValues(t *testing.T) {
 	require.NoError(t, err)
 	require.Nil(t, snap)
 }
+
+func TestHalfTheCredentialsIsRefusedNamingTheMissingHalf(t *testing.T) {
+	cases := []struct {
+		name, user, password, want string
+	}{
+		{"a user name without a password", "eru", "", "etcd.auth.password is missing (etcd.auth.username is set)"},
+		{"a password without a user name", "", "secret", "etcd.auth.username is missing (etcd.auth.password is set)"},
+	}
+	for _, c := range cases {
+		t.Run(c.name+" is refused naming the missing key", func(t *testing.T) {
+			_, err := etcdstore.Open(context.Background(), etcdstore.Config{
+				Endpoints: []string{"http://127.0.0.1:1"}, Prefix: "/x", Username: c.user, Password: c.password, DialTimeout: time.Second,
+			})
+			require.Error(t, err)
+			require.Equal(t, types.InvalidArgument, types.ClassOf(err))
+			require.Contains(t, err.Error(), c.want)
+			require.NotContains(t, err.Error(), "secret")
+		})
+	}
+}

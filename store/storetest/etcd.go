@@ -16,6 +16,8 @@ import (
 	clientv3 "go.etcd.io/etcd/client/v3"
 	"go.etcd.io/etcd/server/v3/embed"
 	"go.uber.org/zap"
+
+	"github.com/eru-extend/resources/store/etcdstore"
 )
 
 // Etcd is an etcd server for tests.
@@ -51,6 +53,7 @@ func SharedEtcd(t testing.TB) *Etcd {
 // ports; tune may adjust the configuration (TLS, auth, ...) before it
 // starts.
 func StartEtcd(dir string, tune func(*embed.Config)) (*Etcd, error) {
+	etcdstore.QuietGRPC()
 	cfg := embed.NewConfig()
 	cfg.Dir = filepath.Join(dir, "data")
 	cfg.LogLevel = "error"

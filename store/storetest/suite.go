@@ -199,6 +199,39 @@ func Run(t *testing.T, open Opener, expiry time.Duration) {
 		require.Equal(t, "11", string(v), "the increment applied on top of the competing write")
 	})
 
+	t.Run("reading a key not named to an update fails it and writes nothing", func(t *testing.T) {
+		s := open(t, "unnamed")
+		require.NoError(t, s.Txn(ctx, nil, []store.Op{{Key: "/other", Value: []byte("1")}}))
+		calls := 0
+		err := store.Update(ctx, s, []string{"/k"}, func(tx *store.Tx) error {
+			calls++
+			if _, ok := tx.Get("/other"); ok {
+				return errors.New("an unnamed key must not read as present")
+			}
+			tx.Put("/k", []byte("v"))
+			return nil
+		})
+		require.ErrorIs(t, err, store.ErrUnnamedRead)
+		require.Contains(t, err.Error(), `"/other"`, "the error names the key")
+		require.Equal(t, 1, calls, "not retried")
+		_, ok, err := store.Get(ctx, s, "/k")
+		require.NoError(t, err)
+		require.False(t, ok, "nothing written")
+	})
+
+	t.Run("a key written earlier in the same update reads back without being named", func(t *testing.T) {
+		s := open(t, "written")
+		err := store.Update(ctx, s, []string{"/k"}, func(tx *store.Tx) error {
+			tx.Put("/new", []byte("n"))
+			v, ok := tx.Get("/new")
+			require.True(t, ok)
+			require.Equal(t, "n", string(v))
+			tx.Put("/k", v)
+			return nil
+		})
+		require.NoError(t, err)
+	})
+
 	t.Run("an error from the decision writes nothing", func(t *testing.T) {
 		s := open(t, "refuse")
 		boom := errors.New("refused")

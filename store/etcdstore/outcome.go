@@ -1,0 +1,327 @@
+package etcdstore
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"math"
+	"math/rand/v2"
+	"strings"
+	"sync"
+	"time"
+
+	"go.etcd.io/etcd/api/v3/v3rpc/rpctypes"
+	clientv3 "go.etcd.io/etcd/client/v3"
+
+	"github.com/eru-extend/resources/store"
+	"github.com/eru-extend/resources/types"
+)
+
+// How a write is made outcome-exact.
+//
+// Every Update's writes share a guard lease, granted beside the Update's
+// first read, whose time to live outlasts the call's budget. Each attempt
+// (one transaction) also puts a marker, <prefix>/guards/<lease>.<n>, bound
+// to that lease and required to be absent: the marker lands if and only if
+// the attempt does. When an attempt's answer is lost (a timeout, a cut
+// connection, "request timed out", a leader change), the attempt is fenced:
+// a second transaction puts the same marker with another value if it is
+// still absent, and otherwise reads it. etcd orders the two; after the fence
+// the attempt can never land (its marker is taken, and once the lease has
+// gone its put is refused), so the marker's value says exactly what
+// happened. A write that arrives after the lease has gone is refused whole.
+//
+// No attempt starts in the last third of an Update's budget, which is left
+// for fencing: an attempt still unanswered then is fenced while in flight,
+// and whichever of the two answers first tells. Only when neither answers
+// before the deadline does the call answer types.OutcomeUnknown.
+
+// markerPrefix holds the markers: no record read, range or node listing
+// covers it (records live under /resource/, registrations under /nodes/).
+const markerPrefix = "/guards/"
+
+// Values of a marker: put by the attempt itself, or by its fence.
+const (
+	landed = "w"
+	fenced = "f"
+)
+
+// maxGrants bounds how many times the guard lease is asked for.
+const maxGrants = 5
+
+// defaultBudget bounds the writes of a call that has no deadline of its own:
+// a guard lease must expire.
+const defaultBudget = 10 * time.Second
+
+// Scope implements store.Scoper: it starts granting the guard lease of one
+// Update, so that the grant runs beside the Update's first read.
+func (s *Store) Scope(ctx context.Context) store.Scope {
+	deadline, ok := ctx.Deadline()
+	if !ok {
+		deadline = time.Now().Add(defaultBudget)
+	}
+	budget := time.Until(deadline)
+	sc := &scope{s: s, deadline: deadline, granted: make(chan struct{})}
+	// Fencing goes on when the caller gives up early: the call must not
+	// answer before it knows what it did.
+	sc.rctx, sc.rcancel = context.WithDeadline(context.WithoutCancel(ctx), deadline)
+	sc.actx, sc.acancel = context.WithDeadline(ctx, deadline.Add(-budget/3))
+	sc.ttl = max(1, int64(math.Ceil(budget.Seconds()))) + 1
+	sc.wg.Go(func() {
+		defer close(sc.granted)
+		var lease *clientv3.LeaseGrantResponse
+		for try := 1; ; try++ {
+			gctx, cancel := s.bound(sc.actx)
+			var err error
+			lease, err = s.client.Grant(gctx, sc.ttl)
+			cancel()
+			if err == nil {
+				break
+			}
+			// A grant whose answer was lost leaves a lease that expires
+			// on its own; an election is worth waiting out.
+			if !transient(err) || try == maxGrants || time.Until(sc.deadline) < budget/2 {
+				sc.grantErr = err
+				return
+			}
+			select {
+			case <-sc.actx.Done():
+				sc.grantErr = err
+				return
+			case <-time.After(time.Duration(20+rand.N(30)) * time.Millisecond):
+			}
+		}
+		sc.lease = lease.ID
+		sc.expires = time.Now().Add(time.Duration(lease.TTL) * time.Second)
+	})
+	return sc
+}
+
+// scope is the writes of one Update.
+type scope struct {
+	s        *Store
+	deadline time.Time
+	ttl      int64
+	actx     context.Context // attempts
+	acancel  context.CancelFunc
+	rctx     context.Context // fencing
+	rcancel  context.CancelFunc
+	wg       sync.WaitGroup
+
+	granted  chan struct{} // closed when the grant has answered
+	lease    clientv3.LeaseID
+	expires  time.Time
+	grantErr error
+
+	attempts int
+}
+
+func (sc *scope) Context() context.Context { return sc.actx }
+
+func (sc *scope) Close() {
+	sc.acancel()
+	sc.wg.Wait()
+	sc.rcancel()
+}
+
+// Commit implements store.Scope.
+func (sc *scope) Commit(ctx context.Context, conds []store.Cond, ops []store.Op, keys []string) (*store.Snapshot, error) {
+	s := sc.s
+	if ctx.Err() != nil {
+		return nil, types.Wrap(types.Unavailable, errors.New("no time left in the call's budget to write (its last third is kept for checking a write whose answer is lost); nothing was written"), "etcd "+s.endpoint)
+	}
+	select {
+	case <-sc.granted:
+	case <-ctx.Done():
+		return nil, s.fail(ctx.Err())
+	}
+	if sc.grantErr != nil {
+		return nil, s.fail(sc.grantErr)
+	}
+	sc.attempts++
+	marker := fmt.Sprintf("%s%s%x.%d", s.prefix, markerPrefix, int64(sc.lease), sc.attempts)
+
+	cmps := make([]clientv3.Cmp, 0, len(conds)+1)
+	for _, c := range conds {
+		key := s.prefix + c.Key
+		if c.ModRevision == 0 {
+			cmps = append(cmps, clientv3.Compare(clientv3.CreateRevision(key), "=", 0))
+		} else {
+			cmps = append(cmps, clientv3.Compare(clientv3.ModRevision(key), "=", c.ModRevision))
+		}
+	}
+	cmps = append(cmps, clientv3.Compare(clientv3.CreateRevision(marker), "=", 0))
+	then := make([]clientv3.Op, 0, len(ops)+1)
+	for _, op := range ops {
+		key := s.prefix + op.Key
+		switch {
+		case op.Delete:
+			then = append(then, clientv3.OpDelete(key))
+		case op.TTL > 0:
+			secs := int64(math.Ceil(op.TTL.Seconds()))
+			cctx, cancel := s.bound(ctx)
+			lease, err := s.client.Grant(cctx, secs)
+			cancel()
+			if err != nil {
+				return nil, s.fail(err)
+			}
+			then = append(then, clientv3.OpPut(key, string(op.Value), clientv3.WithLease(lease.ID)))
+		default:
+			then = append(then, clientv3.OpPut(key, string(op.Value)))
+		}
+	}
+	then = append(then, clientv3.OpPut(marker, landed, clientv3.WithLease(sc.lease)))
+	var reread []clientv3.Op
+	if len(keys) <= MaxTxnOps {
+		for _, k := range keys {
+			reread = append(reread, clientv3.OpGet(s.prefix+k))
+		}
+	}
+	// The attempt may run to the call's deadline: when the attempts' time
+	// is up without its answer, it is fenced while still in flight, and
+	// whichever answer comes first tells (etcd orders the two). An attempt
+	// merely queued behind a busy etcd then lands instead of being dropped.
+	tctx, cancel := s.bound(sc.rctx)
+	attempt := make(chan answer, 1)
+	var wg sync.WaitGroup
+	defer wg.Wait()
+	defer cancel()
+	wg.Go(func() {
+		resp, err := s.client.Txn(tctx).If(cmps...).Then(then...).Else(reread...).Commit()
+		attempt <- answer{resp, err}
+	})
+	var a answer
+	select {
+	case a = <-attempt:
+	case <-ctx.Done():
+		return nil, sc.resolve(marker, ctx.Err(), attempt)
+	}
+	resp, err := a.resp, a.err
+	switch {
+	case err == nil && resp.Succeeded:
+		return nil, nil
+	case err == nil:
+		if len(reread) == 0 {
+			return nil, store.ErrConflict
+		}
+		snap := &store.Snapshot{Revision: resp.Header.Revision, Items: make(map[string]store.Item, len(keys))}
+		for _, r := range resp.Responses {
+			for _, kv := range r.GetResponseRange().Kvs {
+				key := strings.TrimPrefix(string(kv.Key), s.prefix)
+				snap.Items[key] = store.Item{Key: key, Value: kv.Value, ModRevision: kv.ModRevision}
+			}
+		}
+		return snap, store.ErrConflict
+	case is(err, rpctypes.ErrLeaseNotFound, rpctypes.ErrGRPCLeaseNotFound):
+		return nil, types.Wrap(types.Unavailable, errors.New("the write reached etcd after its guard lease had expired and was not applied"), "etcd "+s.endpoint)
+	case refused(err):
+		return nil, s.fail(err)
+	}
+	return nil, sc.resolve(marker, err, nil)
+}
+
+// answer is what a transaction answered.
+type answer struct {
+	resp *clientv3.TxnResponse
+	err  error
+}
+
+// refused reports whether err is an answer of etcd that says the
+// transaction was not applied (checked before it was proposed, or refused
+// when applied).
+func refused(err error) bool {
+	return is(err,
+		rpctypes.ErrAuthFailed, rpctypes.ErrGRPCAuthFailed,
+		rpctypes.ErrPermissionDenied, rpctypes.ErrGRPCPermissionDenied,
+		rpctypes.ErrUserEmpty, rpctypes.ErrGRPCUserEmpty,
+		rpctypes.ErrInvalidAuthToken, rpctypes.ErrGRPCInvalidAuthToken,
+		rpctypes.ErrAuthNotEnabled, rpctypes.ErrGRPCAuthNotEnabled,
+		rpctypes.ErrTooManyOps, rpctypes.ErrGRPCTooManyOps,
+		rpctypes.ErrRequestTooLarge, rpctypes.ErrGRPCRequestTooLarge,
+		rpctypes.ErrDuplicateKey, rpctypes.ErrGRPCDuplicateKey,
+		rpctypes.ErrEmptyKey, rpctypes.ErrGRPCEmptyKey,
+		rpctypes.ErrTooManyRequests, rpctypes.ErrGRPCRequestTooManyRequests,
+	)
+}
+
+// minFenceTry is the least time one fencing transaction is given before
+// another is sent (to another member, the client taking turns among them).
+const minFenceTry = 250 * time.Millisecond
+
+// resolve finds out whether the attempt that put marker landed, after its
+// answer was lost with lost, or is late (then attempt brings it, if it comes
+// while fencing): nil when it landed, an error wrapping store.ErrNotApplied
+// when it did not, one of class types.OutcomeUnknown when neither the fence
+// nor the attempt answered before the call's deadline.
+func (sc *scope) resolve(marker string, lost error, attempt <-chan answer) error {
+	s := sc.s
+	what := s.cause(lost)
+	notApplied := func() error {
+		return types.Wrap(types.Unavailable, fmt.Errorf("%w (checked): %w", store.ErrNotApplied, what), "etcd "+s.endpoint)
+	}
+	var last error
+	for sc.rctx.Err() == nil {
+		try := min(time.Until(sc.deadline), max(time.Until(sc.deadline)/2, minFenceTry))
+		tctx, cancel := context.WithTimeout(sc.rctx, try)
+		fence := make(chan answer, 1)
+		go func() {
+			resp, err := s.client.Txn(tctx).
+				If(clientv3.Compare(clientv3.CreateRevision(marker), "=", 0)).
+				Then(clientv3.OpPut(marker, fenced, clientv3.WithLease(sc.lease))).
+				Else(clientv3.OpGet(marker)).
+				Commit()
+			fence <- answer{resp, err}
+		}()
+		var f answer
+		select {
+		case f = <-fence:
+		case a := <-attempt:
+			attempt = nil
+			if a.err == nil {
+				// The attempt's own answer: it landed, or a condition
+				// (its marker taken by this fence, or a key changed)
+				// kept it out.
+				cancel()
+				<-fence
+				if a.resp.Succeeded {
+					return nil
+				}
+				return notApplied()
+			}
+			f = <-fence
+		}
+		cancel()
+		switch {
+		case f.err == nil && f.resp.Succeeded:
+			return notApplied()
+		case f.err == nil:
+			if kvs := f.resp.Responses[0].GetResponseRange().Kvs; len(kvs) == 1 {
+				if string(kvs[0].Value) == landed {
+					return nil
+				}
+				return notApplied()
+			}
+			last = errors.New("the marker vanished between compare and read")
+		case is(f.err, rpctypes.ErrLeaseNotFound, rpctypes.ErrGRPCLeaseNotFound):
+			// The lease, and with it the marker, is gone: the attempt can
+			// no longer land, but whether it did cannot be told.
+			return sc.unknown(what, errors.New("its guard lease expired before it could be checked"))
+		default:
+			last = s.cause(f.err)
+		}
+		select {
+		case <-sc.rctx.Done():
+		case <-time.After(time.Duration(10+rand.N(40)) * time.Millisecond):
+		}
+	}
+	if last == nil {
+		last = errors.New("no time was left to check it")
+	}
+	return sc.unknown(what, last)
+}
+
+// unknown is the answer of a write whose outcome could not be resolved.
+func (sc *scope) unknown(what, why error) error {
+	return types.Wrap(types.OutcomeUnknown, fmt.Errorf("%w; whether the write landed could not be checked within the call's budget (%w); it can land only until its %ds guard lease expires (about %s, later if etcd changes leader meanwhile): read the node before retrying",
+		what, why, sc.ttl, sc.expires.UTC().Format(time.RFC3339)), "etcd "+sc.s.endpoint)
+}
