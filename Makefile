@@ -49,7 +49,7 @@ fuzz-short:
 fuzz: fuzz-short
 
 # Each stage in turn, with a progress line as it starts and ends.
-TEST_STAGES ?= lint unit conformance fuzz-short
+TEST_STAGES ?= lint unit conformance e2e fuzz-short
 test:
 	@t0=$$(date +%s); \
 	for stage in $(TEST_STAGES); do \

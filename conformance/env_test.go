@@ -18,6 +18,7 @@ import (
 	"time"
 
 	"github.com/eru-extend/resources/conformance/internal/etcdtest"
+	"github.com/eru-extend/resources/conformance/internal/gobuild"
 	"github.com/projecteru2/core/resource/cobalt"
 	"github.com/projecteru2/core/resource/plugins"
 	"github.com/projecteru2/core/resource/plugins/binary"
@@ -45,7 +46,7 @@ const (
 
 // resourceNames are the plugin binaries, installed under the names core
 // will know them by.
-var resourceNames = []string{"storage", "compute"}
+var resourceNames = gobuild.Resources
 
 // suite is what every test shares: the freshly built binaries and one etcd
 // server. Tests keep apart by their own plugin folder and etcd prefix.
@@ -86,7 +87,15 @@ func setup() (*suite, error) {
 		return nil, err
 	}
 	binDir := filepath.Join(tmpRoot, "bin")
-	if err := buildPlugins(binDir); err != nil {
+	wd, err := os.Getwd()
+	if err != nil {
+		return nil, err
+	}
+	root, err := gobuild.RepoRoot(wd)
+	if err != nil {
+		return nil, err
+	}
+	if err := gobuild.Plugins(root, binDir); err != nil {
 		return nil, err
 	}
 	if server, err = etcdtest.Start(filepath.Join(tmpRoot, "etcd")); err != nil {
@@ -109,66 +118,6 @@ func teardown() {
 	if tmpRoot != "" {
 		_ = os.RemoveAll(tmpRoot)
 	}
-}
-
-// repoRoot is the main module's folder: the parent of this module's.
-func repoRoot() (string, error) {
-	wd, err := os.Getwd()
-	if err != nil {
-		return "", err
-	}
-	root := filepath.Dir(wd)
-	if _, err := os.Stat(filepath.Join(root, "go.mod")); err != nil {
-		return "", fmt.Errorf("repository root %s has no go.mod (run the tests from the conformance folder): %w", root, err)
-	}
-	return root, nil
-}
-
-// buildPlugins builds both binaries fresh from the repository root, in
-// that module's own mode: nothing here may rewrite its go.mod.
-func buildPlugins(out string) error {
-	root, err := repoRoot()
-	if err != nil {
-		return err
-	}
-	if err := os.MkdirAll(out, 0o755); err != nil {
-		return err
-	}
-	cmd := exec.Command("go", "build", "-o", out+string(filepath.Separator), "./cmd/storage", "./cmd/compute")
-	cmd.Dir = root
-	cmd.Env = buildEnv()
-	if output, err := cmd.CombinedOutput(); err != nil {
-		return fmt.Errorf("go build ./cmd/storage ./cmd/compute in %s: %w\n%s", root, err, output)
-	}
-	for _, name := range resourceNames {
-		if _, err := os.Stat(filepath.Join(out, name)); err != nil {
-			return fmt.Errorf("go build left no %s binary: %w", name, err)
-		}
-	}
-	return nil
-}
-
-// buildEnv is this process's environment without anything that would make
-// the main module's build resolve or rewrite modules.
-func buildEnv() []string {
-	env := []string{"GOWORK=off"}
-	for _, kv := range os.Environ() {
-		key, value, _ := strings.Cut(kv, "=")
-		switch key {
-		case "GOWORK":
-			continue
-		case "GOFLAGS":
-			var kept []string
-			for _, f := range strings.Fields(value) {
-				if !strings.HasPrefix(f, "-mod=") && !strings.HasPrefix(f, "--mod=") {
-					kept = append(kept, f)
-				}
-			}
-			kv = "GOFLAGS=" + strings.Join(append(kept, "-mod=readonly"), " ")
-		}
-		env = append(env, kv)
-	}
-	return env
 }
 
 // freePort is a loopback port nothing listens on (at the moment).
