@@ -2,10 +2,14 @@ package e2e
 
 import (
 	"encoding/json"
+	"fmt"
 	"strings"
 	"testing"
+	"time"
 
 	pb "github.com/projecteru2/core/rpc/gen"
+	dto "github.com/prometheus/client_model/go"
+	"github.com/prometheus/common/expfmt"
 	"github.com/stretchr/testify/require"
 	clientv3 "go.etcd.io/etcd/client/v3"
 )
@@ -237,6 +241,293 @@ func TestCoreDrivesBothPlugins(t *testing.T) {
 			require.Equal(t, zero, r.stored(t), "node %s", n)
 		}
 	})
+
+	computeOnly := func(cpu float64) res { return res{"compute": map[string]any{"cpu": cpu, "memory": "1G"}} }
+
+	step(t, "overcommit set-defaults and set-node change core's next capacity, and evict nothing", func(t *testing.T) {
+		require.Equal(t, map[string]int64{"f2": 2}, c.capacities(t, pod, []string{"f2"}, computeOnly(4)), "8 CPUs at 1x")
+		c.operator(t, "compute", "overcommit", "set-defaults", "--cpu", "2000", "--memory", "1000")
+		require.Equal(t, map[string]int64{"f2": 4}, c.capacities(t, pod, []string{"f2"}, computeOnly(4)), "8 CPUs at 2x")
+		c.operator(t, "compute", "overcommit", "set-node", "f2", "--cpu", "4000")
+		require.Equal(t, map[string]int64{"f2": 8}, c.capacities(t, pod, []string{"f2"}, computeOnly(4)), "f2's own 4x")
+		require.Equal(t, map[string]int64{"f1": 4}, c.capacities(t, pod, []string{"f1"}, computeOnly(4)), "f1 keeps the default")
+
+		deployed := ids(c.deployOK(t, "packed", pod, []string{"f2"}, 8, computeOnly(4)))
+		c.operator(t, "compute", "overcommit", "set-node", "f2", "--cpu", "1000")
+		_, err := c.capacity(t, pod, []string{"f2"}, computeOnly(4))
+		require.ErrorContains(t, err, "no node meets", "f2 is over its schedulable CPU now")
+		require.Len(t, c.workloads(t, "f2"), 8, "nothing evicted")
+		c.requireConsistent(t, "f2")
+		require.Equal(t, int64(32000), c.nodeResource(t, "f2", false).stored(t).CPUMillis)
+
+		c.remove(t, deployed...)
+		c.operator(t, "compute", "overcommit", "set-node", "f2")
+		c.operator(t, "compute", "overcommit", "set-defaults", "--cpu", "1000", "--memory", "1000")
+		require.Equal(t, map[string]int64{"f2": 2}, c.capacities(t, pod, []string{"f2"}, computeOnly(4)))
+		require.Equal(t, zero, c.nodeResource(t, "f2", false).stored(t))
+	})
+
+	step(t, "a draining node is left out of placement, refuses growth and allows shrink", func(t *testing.T) {
+		id := c.deployOK(t, "drained", pod, []string{"f1"}, 1, web())[0].Id
+		c.operator(t, "storage", "nodes", "drain", "f1")
+
+		caps := c.capacities(t, pod, []string{"f1", "f3"}, web())
+		require.NotContains(t, caps, "f1")
+		require.Contains(t, caps, "f3")
+		msgs := c.deploy(t, "drained", pod, []string{"f1"}, 1, web())
+		for _, m := range msgs {
+			require.False(t, m.Success, "no deploy lands on a draining node")
+		}
+		require.Len(t, c.workloads(t, "f1"), 1)
+
+		require.Error(t, c.realloc(t, id, res{"compute": map[string]any{"cpu": 1}}), "growth refused")
+		require.Error(t, c.realloc(t, id, res{"storage": map[string]any{"volumes": []string{"AUTO:/data:rw:1G"}}}), "growth refused")
+		require.NoError(t, c.realloc(t, id, res{
+			"compute": map[string]any{"cpu": -0.5},
+			"storage": map[string]any{"volumes": []string{"AUTO:/data:rw:-2G"}},
+		}), "shrink allowed")
+		c.requireConsistent(t, "f1")
+
+		c.operator(t, "storage", "nodes", "cancel-drain", "f1")
+		require.Contains(t, c.capacities(t, pod, []string{"f1"}, web()), "f1")
+		c.remove(t, id)
+		require.Equal(t, zero, c.nodeResource(t, "f1", false).stored(t))
+	})
+
+	step(t, "a node isolated after its session lapses takes no placement, and its workloads can still be removed", func(t *testing.T) {
+		deployed := ids(c.deployOK(t, "isolated", pod, []string{"f3"}, 2, web()))
+		heartbeat := []string{"nodes", "heartbeat", "f3", "--ttl", "1s", "--clock-sync", "SYNCHRONIZED", "--clock-max-error", "1ms"}
+		c.operator(t, "storage", heartbeat...)
+		_, err := c.operatorResult(t, "storage", "nodes", "isolate", "f3")
+		require.Error(t, err, "isolate is refused while the session is live")
+		// the session lapses after its TTL (etcd rounds a lease up to its
+		// minimum and expires it on its own schedule)
+		require.Eventually(t, func() bool {
+			_, err := c.operatorResult(t, "storage", "nodes", "isolate", "f3")
+			return err == nil
+		}, 30*time.Second, 500*time.Millisecond, "isolate succeeds once the session has lapsed")
+
+		_, err = c.capacity(t, pod, []string{"f3"}, web())
+		require.ErrorContains(t, err, "no node meets")
+		c.remove(t, deployed...)
+		r := c.nodeResource(t, "f3", false)
+		require.Equal(t, zero, r.stored(t))
+		require.Empty(t, r.Diffs)
+	})
+
+	step(t, "node set absolute and with a positive delta changes both plugins' capacity", func(t *testing.T) {
+		before := storageCapacity(t, c, "f1")
+		c.setNode(t, "f1", false, res{
+			"compute": map[string]any{"cpu": 16, "memory": "32G"},
+			"storage": map[string]any{"volumes": []string{"/data3:10G"}, "disks": []string{"/dev/vdb:/data3:500:500:50M:50M"}},
+		})
+		s := storageCapacity(t, c, "f1")
+		require.Equal(t, map[string]int64{"/data0": 100 * GiB, "/data1": 100 * GiB, "/data2": 50 * GiB, "/data3": 10 * GiB}, s.Volumes, "absolute keeps the volumes it does not name")
+		require.Equal(t, before.Storage+10*GiB, s.Storage, "the budget moves with the volumes")
+		require.Len(t, s.Disks, 2)
+		cp := computeCapacity(t, c, "f1")
+		require.Equal(t, int64(16000), cp.CPUMillis)
+		require.Equal(t, 32*GiB, cp.MemoryBytes)
+
+		c.setNode(t, "f1", true, res{
+			"compute": map[string]any{"cpu": 4, "memory": "8G"},
+			"storage": map[string]any{"volumes": []string{"/data3:10G"}},
+		})
+		s = storageCapacity(t, c, "f1")
+		require.Equal(t, 20*GiB, s.Volumes["/data3"])
+		require.Equal(t, before.Storage+20*GiB, s.Storage)
+		cp = computeCapacity(t, c, "f1")
+		require.Equal(t, int64(20000), cp.CPUMillis)
+		require.Equal(t, 40*GiB, cp.MemoryBytes)
+
+		c.setNode(t, "f1", false, res{"storage": map[string]any{"rm-disks": []string{"/dev/vdb"}}})
+		s = storageCapacity(t, c, "f1")
+		require.Len(t, s.Disks, 1, "rm-disks removed /dev/vdb")
+		require.Equal(t, "/dev/vda", s.Disks[0].Device)
+		c.requireConsistent(t, "f1")
+	})
+
+	// Not a step: what follows does not build on it (f2 is used for it).
+	t.Run("node set with a negative delta shrinks both plugins, as eru-cli node set --delta sends it", func(t *testing.T) {
+		before := storageCapacity(t, c, "f2")
+		c.setNode(t, "f2", true, res{
+			"compute": map[string]any{"cpu": -4, "memory": "-8G"},
+			"storage": map[string]any{"volumes": []string{"/data2:-20G"}, "storage": "-10G"},
+		})
+		s := storageCapacity(t, c, "f2")
+		require.Equal(t, 30*GiB, s.Volumes["/data2"])
+		require.Equal(t, before.Storage-30*GiB, s.Storage)
+		cp := computeCapacity(t, c, "f2")
+		require.Equal(t, int64(4000), cp.CPUMillis)
+		require.Equal(t, 8*GiB, cp.MemoryBytes)
+		c.requireConsistent(t, "f2")
+	})
+
+	step(t, "a node set one plugin refuses leaves our plugins as they were", func(t *testing.T) {
+		before := c.nodeResource(t, "f1", false)
+		_, err := c.rpc.SetNode(ctx(t), &pb.SetNodeOptions{Nodename: "f1", Delta: false, Resources: res{
+			"cpumem":  map[string]any{"cpu": 4, "memory": "8G"},
+			"compute": map[string]any{"cpu": 2, "memory": "4G"},
+			"storage": map[string]any{"volumes": []string{"/data0:lots"}},
+		}.pb(t)})
+		require.ErrorContains(t, err, "storage")
+		after := c.nodeResource(t, "f1", false)
+		for _, name := range []string{"storage", "compute"} {
+			require.JSONEq(t, string(before.Capacity[name]), string(after.Capacity[name]), name)
+			require.JSONEq(t, string(before.Usage[name]), string(after.Usage[name]), name)
+		}
+
+		// Known issue of core: its rollback replays cpumem's capacity
+		// snapshot as a request, where cpumem reads "memory" as a string;
+		// the number reads as 0, so the node is left with no memory.
+		type cpumem struct {
+			CPU    float64 `json:"cpu"`
+			Memory int64   `json:"memory"`
+		}
+		require.Equal(t, cpumem{CPU: 8, Memory: 16 * GiB}, decode[cpumem](t, before.Capacity["cpumem"]))
+		require.Equal(t, cpumem{CPU: 8, Memory: 0}, decode[cpumem](t, after.Capacity["cpumem"]), "core zeroed cpumem's memory")
+		// the operator's repair: set cpumem's memory again
+		c.setNode(t, "f1", false, res{"cpumem": map[string]any{"memory": "16G"}})
+		require.Equal(t, cpumem{CPU: 8, Memory: 16 * GiB}, decode[cpumem](t, c.nodeResource(t, "f1", false).Capacity["cpumem"]))
+	})
+
+	step(t, "core's Prometheus endpoint shows the plugins' metric families with the node's figures", func(t *testing.T) {
+		id := c.deployOK(t, "measured", pod, []string{"f1"}, 1, web())[0].Id
+		// core refreshes a node's plugin metrics on node add and node set
+		// only (see the known issues); a set with no resources is enough
+		_, err := c.rpc.SetNode(ctx(t), &pb.SetNodeOptions{Nodename: "f1"})
+		require.NoError(t, err)
+		labels := map[string]string{"podname": pod, "nodename": "f1"}
+		eventually(t, 30*time.Second, func() error {
+			families, err := new(expfmt.TextParser).TextToMetricFamilies(strings.NewReader(c.metrics(t)))
+			if err != nil {
+				return err
+			}
+			for _, name := range []string{
+				"storage_capacity", "storage_used", "storage_volume_capacity", "storage_volume_used",
+				"compute_cpu_ratio", "compute_cpu_schedulable_millis", "compute_cpu_used_millis",
+				"compute_memory_ratio", "compute_memory_schedulable_bytes", "compute_memory_used_bytes",
+			} {
+				if _, ok := families[name]; !ok {
+					return fmt.Errorf("no metric family %s", name)
+				}
+			}
+			for _, want := range []struct {
+				name   string
+				labels map[string]string
+				value  float64
+			}{
+				{"storage_used", labels, float64(10 * GiB)},
+				{"compute_cpu_used_millis", labels, 1000},
+				{"compute_cpu_schedulable_millis", labels, 20000},
+				{"storage_volume_capacity", map[string]string{"podname": pod, "nodename": "f1", "device": "/data3"}, float64(20 * GiB)},
+			} {
+				if got := gauge(families, want.name, want.labels); got != want.value {
+					return fmt.Errorf("%s%v is %v, want %v", want.name, want.labels, got, want.value)
+				}
+			}
+			return nil
+		})
+		c.remove(t, id)
+	})
+
+	step(t, "a core restart mid-suite changes nothing", func(t *testing.T) {
+		deployed := ids(c.deployOK(t, "restarted", pod, []string{"f1"}, 3, web()))
+		type snapshot struct {
+			Resource  nodeResource
+			Workloads map[string]string
+		}
+		take := func() snapshot {
+			s := snapshot{Resource: c.nodeResource(t, "f1", false), Workloads: map[string]string{}}
+			for _, w := range c.workloads(t, "f1") {
+				s.Workloads[w.Id] = w.Resources
+			}
+			return s
+		}
+		before := take()
+		require.Len(t, before.Workloads, 3)
+		c.stopCore()
+		require.NoError(t, c.startCore())
+		require.Equal(t, before, take())
+
+		require.NoError(t, c.realloc(t, deployed[0], res{"storage": map[string]any{"volumes": []string{"AUTO:/data:rw:1G"}}}))
+		deployed = append(deployed, ids(c.deployOK(t, "restarted", pod, []string{"f1"}, 1, web()))...)
+		c.requireConsistent(t, "f1")
+		c.remove(t, deployed...)
+		require.Equal(t, zero, c.nodeResource(t, "f1", false).stored(t))
+	})
+
+	step(t, "node remove leaves no key of the node and the name can be added again", func(t *testing.T) {
+		for range 2 {
+			_, err := c.addNode(t, pod, "f4", node())
+			require.NoError(t, err)
+			require.NotEmpty(t, c.nodeKeys(t, "f4"))
+			_, err = c.rpc.RemoveNode(ctx(t), &pb.RemoveNodeOptions{Nodename: "f4"})
+			require.NoError(t, err)
+			require.Empty(t, c.nodeKeys(t, "f4"))
+		}
+	})
+}
+
+// gauge is the value of the family's sample with exactly these labels, or
+// -1 when there is none.
+func gauge(families map[string]*dto.MetricFamily, name string, labels map[string]string) float64 {
+	f, ok := families[name]
+	if !ok {
+		return -1
+	}
+	for _, m := range f.GetMetric() {
+		got := map[string]string{}
+		for _, l := range m.GetLabel() {
+			got[l.GetName()] = l.GetValue()
+		}
+		if len(got) == len(labels) {
+			match := true
+			for k, v := range labels {
+				match = match && got[k] == v
+			}
+			if match {
+				return m.GetGauge().GetValue()
+			}
+		}
+	}
+	return -1
+}
+
+// eventually retries f until it returns nil, failing with its last error
+// after within.
+func eventually(t *testing.T, within time.Duration, f func() error) {
+	t.Helper()
+	deadline := time.Now().Add(within)
+	for {
+		err := f()
+		if err == nil {
+			return
+		}
+		if time.Now().After(deadline) {
+			require.NoError(t, err, "still failing after %s", within)
+		}
+		time.Sleep(500 * time.Millisecond)
+	}
+}
+
+// setNode is core's SetNode with resources; it must succeed.
+func (c *cluster) setNode(t *testing.T, node string, delta bool, r res) {
+	t.Helper()
+	_, err := c.rpc.SetNode(ctx(t), &pb.SetNodeOptions{Nodename: node, Delta: delta, Resources: r.pb(t)})
+	require.NoError(t, err, "set node %s (delta %v) %v", node, delta, r)
+}
+
+// nodeKeys are the etcd keys, core's and the plugins', that name node.
+func (c *cluster) nodeKeys(t *testing.T, node string) []string {
+	t.Helper()
+	var out []string
+	for _, k := range append(c.keys(t, corePrefix+"/"), c.keys(t, pluginPrefix+"/")...) {
+		if strings.HasSuffix(k, "/"+node) || strings.Contains(k, "/"+node+"/") || strings.Contains(k, "/"+node+":") {
+			out = append(out, k)
+		}
+	}
+	return out
 }
 
 func keys[V any](m map[string]V) []string {

@@ -469,9 +469,10 @@ func (c *cluster) keys(t *testing.T, prefix string) []string {
 	return out
 }
 
-// operator runs one of the plugins' operator commands in the plugin
-// folder, as an operator on the core host would; it returns stdout.
-func (c *cluster) operator(t *testing.T, binary string, args ...string) string {
+// operatorResult runs one of the plugins' operator commands in the plugin
+// folder, as an operator on the core host would; a failed command's error
+// carries its stderr.
+func (c *cluster) operatorResult(t *testing.T, binary string, args ...string) (string, error) {
 	t.Helper()
 	cctx, cancel := context.WithTimeout(t.Context(), 30*time.Second)
 	defer cancel()
@@ -480,10 +481,17 @@ func (c *cluster) operator(t *testing.T, binary string, args ...string) string {
 	out, err := cmd.Output()
 	var exitErr *exec.ExitError
 	if errors.As(err, &exitErr) {
-		require.NoError(t, err, "%s %s: %s", binary, strings.Join(args, " "), exitErr.Stderr)
+		return string(out), fmt.Errorf("%s %s: %w: %s", binary, strings.Join(args, " "), err, exitErr.Stderr)
 	}
-	require.NoError(t, err, "%s %s", binary, strings.Join(args, " "))
-	return string(out)
+	return string(out), err
+}
+
+// operator runs an operator command that must succeed; it returns stdout.
+func (c *cluster) operator(t *testing.T, binary string, args ...string) string {
+	t.Helper()
+	out, err := c.operatorResult(t, binary, args...)
+	require.NoError(t, err)
+	return out
 }
 
 // metrics scrapes core's Prometheus endpoint.
