@@ -2,7 +2,9 @@ package e2e
 
 import (
 	"encoding/json"
+	"errors"
 	"fmt"
+	"io"
 	"strings"
 	"testing"
 	"time"
@@ -139,22 +141,24 @@ func TestCoreDrivesBothPlugins(t *testing.T) {
 		require.ErrorContains(t, err, "no node meets all the resource requirements", "no device holds 101G")
 	})
 
-	var webIDs, monoIDs, ioIDs []string
+	var webIDs []string
 	step(t, "deploys with volumes, monopoly, IOPS and compute land across the nodes and add up", func(t *testing.T) {
-		msgs := c.deployOK(t, "web", pod, nodes, 6, web())
-		webIDs = ids(msgs)
+		// EACH: two on every node, so each node's devices fill alike
+		msgs := c.deployWith(t, pb.DeployOptions_EACH, "web", pod, nodes, 2, web())
+		require.Len(t, msgs, 6)
 		on := map[string]int{}
 		for _, m := range msgs {
+			require.True(t, m.Success, "workload on %s: %s", m.Nodename, m.Error)
 			on[m.Nodename]++
 		}
-		require.Greater(t, len(on), 1, "count > 1 spreads over several nodes: %v", on)
+		require.Equal(t, map[string]int{"f1": 2, "f2": 2, "f3": 2}, on)
+		webIDs = ids(msgs)
 
 		mono := res{
 			"compute": map[string]any{"cpu": 0.5, "memory": "512M"},
 			"storage": map[string]any{"volumes": []string{"AUTO:/mono:mrw:20G"}},
 		}
 		msgs = c.deployOK(t, "mono", pod, nodes, 2, mono)
-		monoIDs = ids(msgs)
 		for _, m := range msgs {
 			r := resourcesOf(t, c.workload(t, m.Id))
 			require.Len(t, r.Storage.VolumePlanRequest, 1)
@@ -173,7 +177,6 @@ func TestCoreDrivesBothPlugins(t *testing.T) {
 			"storage": map[string]any{"volumes": []string{"AUTO:/io:rw:5G:100:50:1M:1M"}, "storage": "1G"},
 		}
 		msgs = c.deployOK(t, "io", pod, nodes, 3, io)
-		ioIDs = ids(msgs)
 		for _, m := range msgs {
 			r := resourcesOf(t, c.workload(t, m.Id))
 			require.Equal(t, 6*GiB, r.Storage.StorageRequest, "the volume and the flat storage")
@@ -232,8 +235,64 @@ func TestCoreDrivesBothPlugins(t *testing.T) {
 		c.requireConsistent(t, nodeName)
 	})
 
+	step(t, "replace keeps a workload's resources, dissociate gives them back", func(t *testing.T) {
+		old := c.workload(t, webIDs[1])
+		usageBefore := c.nodeResource(t, old.Nodename, false).stored(t)
+		stream, err := c.rpc.ReplaceWorkload(ctx(t), &pb.ReplaceOptions{
+			DeployOpt: &pb.DeployOptions{
+				Name: "web", Entrypoint: &pb.EntrypointOptions{Name: "web", Commands: []string{"sleep", "infinity"}},
+				Podname: pod, Image: "mock-image:2", Count: 1,
+			},
+			IDs: []string{old.Id},
+		})
+		require.NoError(t, err)
+		var replaced string
+		for {
+			m, err := stream.Recv()
+			if errors.Is(err, io.EOF) {
+				break
+			}
+			require.NoError(t, err)
+			require.Empty(t, m.Error)
+			require.NotNil(t, m.Create)
+			require.True(t, m.Create.Success, m.Create.Error)
+			require.True(t, m.Remove.Success)
+			replaced = m.Create.Id
+		}
+		require.NotEmpty(t, replaced)
+		_, err = c.rpc.GetWorkload(ctx(t), &pb.WorkloadID{Id: old.Id})
+		require.Error(t, err, "the old workload is gone")
+		nw := c.workload(t, replaced)
+		require.Equal(t, old.Nodename, nw.Nodename)
+		require.Equal(t, resourcesOf(t, old), resourcesOf(t, nw), "the new workload holds the old one's resources")
+		require.Equal(t, usageBefore, c.nodeResource(t, old.Nodename, false).stored(t), "usage unchanged")
+		c.requireConsistent(t, old.Nodename)
+
+		gone := c.workload(t, webIDs[2])
+		dstream, err := c.rpc.DissociateWorkload(ctx(t), &pb.DissociateWorkloadOptions{IDs: []string{gone.Id}})
+		require.NoError(t, err)
+		for {
+			m, err := dstream.Recv()
+			if errors.Is(err, io.EOF) {
+				break
+			}
+			require.NoError(t, err)
+			require.Empty(t, m.Error)
+		}
+		_, err = c.rpc.GetWorkload(ctx(t), &pb.WorkloadID{Id: gone.Id})
+		require.Error(t, err, "core forgot the dissociated workload")
+		c.requireConsistent(t, gone.Nodename)
+	})
+
 	step(t, "removing every workload brings usage back to exactly zero", func(t *testing.T) {
-		c.remove(t, append(append(append([]string{}, webIDs...), monoIDs...), ioIDs...)...)
+		var all []string
+		for _, n := range nodes {
+			for _, w := range c.workloads(t, n) {
+				all = append(all, w.Id)
+			}
+		}
+		require.Len(t, all, 6+2+3-1, "all deployed, less the dissociated one")
+		c.remove(t, all...)
 		for _, n := range nodes {
 			require.Empty(t, c.workloads(t, n))
 			r := c.nodeResource(t, n, false)
@@ -450,7 +509,7 @@ func TestCoreDrivesBothPlugins(t *testing.T) {
 		require.NoError(t, c.startCore())
 		require.Equal(t, before, take())
 
-		require.NoError(t, c.realloc(t, deployed[0], res{"storage": map[string]any{"volumes": []string{"AUTO:/data:rw:1G"}}}))
+		require.NoError(t, c.realloc(t, deployed[0], res{"compute": map[string]any{"cpu": 0.5}, "storage": map[string]any{"storage": "1G"}}))
 		deployed = append(deployed, ids(c.deployOK(t, "restarted", pod, []string{"f1"}, 1, web()))...)
 		c.requireConsistent(t, "f1")
 		c.remove(t, deployed...)

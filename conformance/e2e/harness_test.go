@@ -346,14 +346,22 @@ func (c *cluster) addNode(t *testing.T, pod, node string, r res) (*pb.Node, erro
 // streamed back, one message per workload.
 func (c *cluster) deploy(t *testing.T, app, pod string, nodes []string, count int, r res) []*pb.CreateWorkloadMessage {
 	t.Helper()
+	return c.deployWith(t, pb.DeployOptions_AUTO, app, pod, nodes, count, r)
+}
+
+// deployWith deploys with one of core's strategies (EACH: count on every
+// node).
+func (c *cluster) deployWith(t *testing.T, strategy pb.DeployOptions_Strategy, app, pod string, nodes []string, count int, r res) []*pb.CreateWorkloadMessage {
+	t.Helper()
 	stream, err := c.rpc.CreateWorkload(ctx(t), &pb.DeployOptions{
-		Name:       app,
-		Entrypoint: &pb.EntrypointOptions{Name: "web", Commands: []string{"sleep", "infinity"}},
-		Podname:    pod,
-		Nodenames:  nodes,
-		Image:      "mock-image",
-		Count:      int32(count),
-		Resources:  r.pb(t),
+		DeployStrategy: strategy,
+		Name:           app,
+		Entrypoint:     &pb.EntrypointOptions{Name: "web", Commands: []string{"sleep", "infinity"}},
+		Podname:        pod,
+		Nodenames:      nodes,
+		Image:          "mock-image",
+		Count:          int32(count),
+		Resources:      r.pb(t),
 	})
 	require.NoError(t, err)
 	var msgs []*pb.CreateWorkloadMessage
