@@ -334,6 +334,7 @@ func TestCoreDrivesBothPlugins(t *testing.T) {
 		require.NotContains(t, caps, "f1")
 		require.Contains(t, caps, "f3")
 		msgs := c.deploy(t, "drained", pod, []string{"f1"}, 1, web())
+		require.NotEmpty(t, msgs, "core reports the failed deploy")
 		for _, m := range msgs {
 			require.False(t, m.Success, "no deploy lands on a draining node")
 		}

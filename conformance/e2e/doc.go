@@ -11,7 +11,8 @@
 // starts core on free loopback ports. Nodes have mock:// endpoints, core's
 // fake engine, so no container runtime is needed.
 //
-// Run from the conformance folder:
+// Run from the conformance folder (ERU_E2E_KEEP=1 keeps the run's folder,
+// with core's log, for a look afterwards):
 //
 //	go test ./e2e/
 package e2e
