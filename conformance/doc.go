@@ -13,7 +13,10 @@
 // needs installing. A setup failure fails every test with the reason;
 // nothing is skipped.
 //
-// Run from this folder:
+// The e2e package beside it goes one step further and runs the real eru
+// core server with the binaries in its plugin folder (make e2e).
 //
-//	go test ./...
+// Run from this folder (make conformance leaves e2e out):
+//
+//	go test . ./internal/...
 package conformance

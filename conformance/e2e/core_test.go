@@ -326,7 +326,7 @@ func TestCoreDrivesBothPlugins(t *testing.T) {
 		require.Equal(t, zero, c.nodeResource(t, "f2", false).stored(t))
 	})
 
-	step(t, "a draining node is left out of placement, refuses growth and allows shrink", func(t *testing.T) {
+	step(t, "a draining node is left out of placement, refuses growth and allows shrink, and stays out once drained", func(t *testing.T) {
 		id := c.deployOK(t, "drained", pod, []string{"f1"}, 1, web())[0].Id
 		c.operator(t, "storage", "nodes", "drain", "f1")
 
@@ -348,10 +348,13 @@ func TestCoreDrivesBothPlugins(t *testing.T) {
 		}), "shrink allowed")
 		c.requireConsistent(t, "f1")
 
-		c.operator(t, "storage", "nodes", "cancel-drain", "f1")
-		require.Contains(t, c.capacities(t, pod, []string{"f1"}, web()), "f1")
 		c.remove(t, id)
 		require.Equal(t, zero, c.nodeResource(t, "f1", false).stored(t))
+		require.Contains(t, c.operator(t, "storage", "nodes", "get", "f1"), "DRAINED", "empty now")
+		require.NotContains(t, c.capacities(t, pod, []string{"f1", "f3"}, web()), "f1", "a drained node is left out too")
+
+		c.operator(t, "storage", "nodes", "cancel-drain", "f1")
+		require.Contains(t, c.capacities(t, pod, []string{"f1"}, web()), "f1")
 	})
 
 	step(t, "a node isolated after its session lapses takes no placement, and its workloads can still be removed", func(t *testing.T) {
