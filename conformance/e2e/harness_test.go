@@ -162,11 +162,12 @@ func setup() (*cluster, error) {
 	return c, c.startCore()
 }
 
-// coreCacheDir is where core's build is kept between runs.
+// coreCacheDir is where core's build is kept between runs: the user's
+// cache folder, or the temporary folder when there is none (no $HOME).
 func coreCacheDir() (string, error) {
 	base, err := os.UserCacheDir()
 	if err != nil {
-		return "", fmt.Errorf("no cache folder for core's build: %w", err)
+		base = os.TempDir()
 	}
 	dir := filepath.Join(base, "eru-resources-e2e")
 	return dir, os.MkdirAll(dir, 0o755)
