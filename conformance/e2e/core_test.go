@@ -359,7 +359,9 @@ func TestCoreDrivesBothPlugins(t *testing.T) {
 
 	step(t, "a node isolated after its session lapses takes no placement, and its workloads can still be removed", func(t *testing.T) {
 		deployed := ids(c.deployOK(t, "isolated", pod, []string{"f3"}, 2, web()))
-		heartbeat := []string{"nodes", "heartbeat", "f3", "--ttl", "1s", "--clock-sync", "SYNCHRONIZED", "--clock-max-error", "1ms"}
+		// a TTL long enough that the isolate right after it meets a live
+		// session even on a loaded machine
+		heartbeat := []string{"nodes", "heartbeat", "f3", "--ttl", "8s", "--clock-sync", "SYNCHRONIZED", "--clock-max-error", "1ms"}
 		c.operator(t, "storage", heartbeat...)
 		_, err := c.operatorResult(t, "storage", "nodes", "isolate", "f3")
 		require.Error(t, err, "isolate is refused while the session is live")
