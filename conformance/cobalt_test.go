@@ -143,7 +143,7 @@ func TestCoreResourceManagerFlows(t *testing.T) {
 		engine, d, resource, err := m.Realloc(t.Context(), "n1", allocated[0], resourcetypes.Resources{"storage": {"volumes": []string{"AUTO:/data:rw:50G"}}})
 		require.NoError(t, err)
 		se := asStorageEngine(t, engine["storage"])
-		require.True(t, se.VolumeChanged)
+		require.False(t, se.VolumeChanged, "a resize on the same device brings no new volume")
 		require.Equal(t, []string{"/data0:/data:rw:161061273600"}, se.Volumes)
 		require.Equal(t, map[string]int64{"/data0": 150 * GiB}, planBytes(asStorageWorkload(t, resource["storage"]).VolumePlanRequest))
 

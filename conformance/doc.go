@@ -8,11 +8,15 @@
 // the main module. The tests build ./cmd/storage and ./cmd/compute fresh
 // from the repository root, install them under their resource names in a
 // temporary plugin folder with storage.yaml and compute.yaml naming the
-// test's etcd, and start /usr/bin/etcd (Debian package etcd-server; another
-// binary with $ERU_CONFORMANCE_ETCD) on free loopback ports. A missing etcd
-// fails every test with the reason; nothing is skipped.
+// test's etcd, and start that etcd inside the test process (the server
+// release core's client is built against) on free loopback ports: nothing
+// needs installing. A setup failure fails every test with the reason;
+// nothing is skipped.
 //
-// Run from this folder:
+// The e2e package beside it goes one step further and runs the real eru
+// core server with the binaries in its plugin folder (make e2e).
 //
-//	go test ./...
+// Run from this folder (make conformance leaves e2e out):
+//
+//	go test . ./internal/...
 package conformance

@@ -2,7 +2,6 @@ package conformance
 
 import (
 	"bytes"
-	"cmp"
 	"context"
 	"encoding/json"
 	"errors"
@@ -15,10 +14,11 @@ import (
 	"strings"
 	"sync"
 	"sync/atomic"
-	"syscall"
 	"testing"
 	"time"
 
+	"github.com/eru-extend/resources/conformance/internal/etcdtest"
+	"github.com/eru-extend/resources/conformance/internal/gobuild"
 	"github.com/projecteru2/core/resource/cobalt"
 	"github.com/projecteru2/core/resource/plugins"
 	"github.com/projecteru2/core/resource/plugins/binary"
@@ -44,13 +44,9 @@ const (
 	TiB = int64(1) << 40
 )
 
-// etcdBinary is the Debian etcd-server package's server binary;
-// $ERU_CONFORMANCE_ETCD names another etcd 3.4+ server binary.
-var etcdBinary = cmp.Or(os.Getenv("ERU_CONFORMANCE_ETCD"), "/usr/bin/etcd")
-
 // resourceNames are the plugin binaries, installed under the names core
 // will know them by.
-var resourceNames = []string{"storage", "compute"}
+var resourceNames = gobuild.Resources
 
 // suite is what every test shares: the freshly built binaries and one etcd
 // server. Tests keep apart by their own plugin folder and etcd prefix.
@@ -65,7 +61,7 @@ var (
 	shared    *suite
 	setupErr  error
 	tmpRoot   string
-	server    *etcdServer
+	server    *etcdtest.Server
 	envCount  atomic.Int64
 )
 
@@ -76,8 +72,8 @@ func TestMain(m *testing.M) {
 }
 
 // theSuite builds the binaries and starts etcd once per test process. A
-// missing etcd or a failed build fails every test that needs them, with
-// the reason; nothing is skipped.
+// failed build or an etcd that does not start fails every test that needs
+// them, with the reason; nothing is skipped.
 func theSuite(t *testing.T) *suite {
 	t.Helper()
 	setupOnce.Do(func() { shared, setupErr = setup() })
@@ -91,17 +87,25 @@ func setup() (*suite, error) {
 		return nil, err
 	}
 	binDir := filepath.Join(tmpRoot, "bin")
-	if err := buildPlugins(binDir); err != nil {
-		return nil, err
-	}
-	if server, err = startEtcd(filepath.Join(tmpRoot, "etcd")); err != nil {
-		return nil, err
-	}
-	client, err := clientv3.New(clientv3.Config{Endpoints: []string{server.endpoint}, DialTimeout: 2 * time.Second, Logger: zap.NewNop()})
+	wd, err := os.Getwd()
 	if err != nil {
-		return nil, fmt.Errorf("etcd client for %s: %w", server.endpoint, err)
+		return nil, err
 	}
-	return &suite{binDir: binDir, endpoint: server.endpoint, client: client}, nil
+	root, err := gobuild.RepoRoot(wd)
+	if err != nil {
+		return nil, err
+	}
+	if err := gobuild.Plugins(root, binDir); err != nil {
+		return nil, err
+	}
+	if server, err = etcdtest.Start(filepath.Join(tmpRoot, "etcd")); err != nil {
+		return nil, err
+	}
+	client, err := clientv3.New(clientv3.Config{Endpoints: []string{server.Endpoint}, DialTimeout: 2 * time.Second, Logger: zap.NewNop()})
+	if err != nil {
+		return nil, fmt.Errorf("etcd client for %s: %w", server.Endpoint, err)
+	}
+	return &suite{binDir: binDir, endpoint: server.Endpoint, client: client}, nil
 }
 
 func teardown() {
@@ -109,81 +113,14 @@ func teardown() {
 		_ = shared.client.Close()
 	}
 	if server != nil {
-		server.stop()
+		server.Stop()
 	}
 	if tmpRoot != "" {
 		_ = os.RemoveAll(tmpRoot)
 	}
 }
 
-// repoRoot is the main module's folder: the parent of this module's.
-func repoRoot() (string, error) {
-	wd, err := os.Getwd()
-	if err != nil {
-		return "", err
-	}
-	root := filepath.Dir(wd)
-	if _, err := os.Stat(filepath.Join(root, "go.mod")); err != nil {
-		return "", fmt.Errorf("repository root %s has no go.mod (run the tests from the conformance folder): %w", root, err)
-	}
-	return root, nil
-}
-
-// buildPlugins builds both binaries fresh from the repository root, in
-// that module's own mode: nothing here may rewrite its go.mod.
-func buildPlugins(out string) error {
-	root, err := repoRoot()
-	if err != nil {
-		return err
-	}
-	if err := os.MkdirAll(out, 0o755); err != nil {
-		return err
-	}
-	cmd := exec.Command("go", "build", "-o", out+string(filepath.Separator), "./cmd/storage", "./cmd/compute")
-	cmd.Dir = root
-	cmd.Env = buildEnv()
-	if output, err := cmd.CombinedOutput(); err != nil {
-		return fmt.Errorf("go build ./cmd/storage ./cmd/compute in %s: %w\n%s", root, err, output)
-	}
-	for _, name := range resourceNames {
-		if _, err := os.Stat(filepath.Join(out, name)); err != nil {
-			return fmt.Errorf("go build left no %s binary: %w", name, err)
-		}
-	}
-	return nil
-}
-
-// buildEnv is this process's environment without anything that would make
-// the main module's build resolve or rewrite modules.
-func buildEnv() []string {
-	env := []string{"GOWORK=off"}
-	for _, kv := range os.Environ() {
-		key, value, _ := strings.Cut(kv, "=")
-		switch key {
-		case "GOWORK":
-			continue
-		case "GOFLAGS":
-			var kept []string
-			for _, f := range strings.Fields(value) {
-				if !strings.HasPrefix(f, "-mod=") && !strings.HasPrefix(f, "--mod=") {
-					kept = append(kept, f)
-				}
-			}
-			kv = "GOFLAGS=" + strings.Join(append(kept, "-mod=readonly"), " ")
-		}
-		env = append(env, kv)
-	}
-	return env
-}
-
-// etcdServer is a real etcd running as a child process on loopback.
-type etcdServer struct {
-	endpoint string
-	cmd      *exec.Cmd
-	exited   chan struct{}
-	logPath  string
-}
-
+// freePort is a loopback port nothing listens on (at the moment).
 func freePort() (int, error) {
 	l, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
@@ -191,105 +128,6 @@ func freePort() (int, error) {
 	}
 	defer l.Close()
 	return l.Addr().(*net.TCPAddr).Port, nil
-}
-
-func startEtcd(dir string) (*etcdServer, error) {
-	if _, err := os.Stat(etcdBinary); err != nil {
-		return nil, fmt.Errorf("the conformance tests run a real etcd server and need %s "+
-			"(install the Debian package etcd-server): %w", etcdBinary, err)
-	}
-	if err := os.MkdirAll(dir, 0o700); err != nil {
-		return nil, err
-	}
-	clientPort, err := freePort()
-	if err != nil {
-		return nil, err
-	}
-	peerPort, err := freePort()
-	if err != nil {
-		return nil, err
-	}
-	clientURL := fmt.Sprintf("http://127.0.0.1:%d", clientPort)
-	peerURL := fmt.Sprintf("http://127.0.0.1:%d", peerPort)
-	logPath := filepath.Join(dir, "etcd.log")
-	logFile, err := os.Create(logPath)
-	if err != nil {
-		return nil, err
-	}
-	defer logFile.Close()
-	cmd := exec.Command(etcdBinary,
-		"--name", "conformance",
-		"--data-dir", filepath.Join(dir, "data"),
-		"--listen-client-urls", clientURL,
-		"--advertise-client-urls", clientURL,
-		"--listen-peer-urls", peerURL,
-		"--initial-advertise-peer-urls", peerURL,
-		"--initial-cluster", "conformance="+peerURL,
-		"--initial-cluster-state", "new",
-	)
-	cmd.Stdout, cmd.Stderr = logFile, logFile
-	// should the test process die before TestMain stops etcd (a panic, a
-	// -timeout), the kernel ends etcd with it
-	cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL}
-	if err := cmd.Start(); err != nil {
-		return nil, fmt.Errorf("starting %s: %w", etcdBinary, err)
-	}
-	s := &etcdServer{endpoint: clientURL, cmd: cmd, exited: make(chan struct{}), logPath: logPath}
-	go func() { _ = cmd.Wait(); close(s.exited) }()
-	if err := s.waitReady(30 * time.Second); err != nil {
-		s.stop()
-		return nil, err
-	}
-	return s, nil
-}
-
-func (s *etcdServer) waitReady(limit time.Duration) error {
-	deadline := time.Now().Add(limit)
-	var lastErr error
-	for time.Now().Before(deadline) {
-		select {
-		case <-s.exited:
-			return fmt.Errorf("etcd exited before serving on %s: %s", s.endpoint, s.logTail())
-		default:
-		}
-		lastErr = s.ping()
-		if lastErr == nil {
-			return nil
-		}
-		time.Sleep(100 * time.Millisecond)
-	}
-	return fmt.Errorf("etcd did not serve on %s within %s: %v: %s", s.endpoint, limit, lastErr, s.logTail())
-}
-
-func (s *etcdServer) ping() error {
-	cli, err := clientv3.New(clientv3.Config{Endpoints: []string{s.endpoint}, DialTimeout: time.Second, Logger: zap.NewNop()})
-	if err != nil {
-		return err
-	}
-	defer cli.Close()
-	ctx, cancel := context.WithTimeout(context.Background(), time.Second)
-	defer cancel()
-	_, err = cli.Status(ctx, s.endpoint)
-	return err
-}
-
-func (s *etcdServer) logTail() string {
-	data, _ := os.ReadFile(s.logPath)
-	if len(data) > 2000 {
-		data = data[len(data)-2000:]
-	}
-	return string(data)
-}
-
-// stop ends the etcd process this suite started: politely, then for sure.
-func (s *etcdServer) stop() {
-	_ = s.cmd.Process.Signal(syscall.SIGTERM)
-	select {
-	case <-s.exited:
-	case <-time.After(10 * time.Second):
-		_ = s.cmd.Process.Kill()
-		<-s.exited
-	}
 }
 
 // env is one test's plugin folder and etcd prefix, seen the way core sees

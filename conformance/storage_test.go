@@ -333,7 +333,9 @@ func TestStorageWorkloadLifecycle(t *testing.T) {
 
 		engine := asStorageEngine(t, resp.EngineParams)
 		require.ElementsMatch(t, []string{"/data0:/data:rw:161061273600", mountBinding}, engine.Volumes)
-		require.True(t, engine.VolumeChanged, "the bind list changed")
+		// volume_changed is core's signal that the realloc brings new
+		// volumes; a binding resized on its own device is not one
+		require.False(t, engine.VolumeChanged, "only the size changed")
 		require.Equal(t, 150*GiB, engine.Storage)
 		require.Equal(t, map[string]string{"/dev/vda": "100:100:1048576:1048576"}, engine.IOPSOptions)
 
@@ -362,7 +364,7 @@ func TestStorageWorkloadLifecycle(t *testing.T) {
 		d := asStorageWorkload(t, resp.DeltaResource)
 		require.Equal(t, map[string]int64{"/data0": -50 * GiB}, nonZero(planBytes(d.VolumePlanRequest)))
 		require.Equal(t, -50*GiB, d.StorageRequest)
-		require.True(t, asStorageEngine(t, resp.EngineParams).VolumeChanged)
+		require.False(t, asStorageEngine(t, resp.EngineParams).VolumeChanged, "only the size changed")
 
 		after, err := p.SetNodeResourceUsage(t.Context(), "n1", nil, nil, []plugintypes.WorkloadResource{resp.DeltaResource}, true, plugins.Incr)
 		require.NoError(t, err)
