@@ -81,6 +81,7 @@ type Env struct {
 	Etcd   *Etcd  // nil for the embedded store
 	DB     string // the embedded store's file
 	extra  string
+	budget time.Duration // etcd.call_timeout and embedded.lock_timeout; 0: the defaults
 	daemon *Daemon
 }
 
@@ -91,6 +92,12 @@ type Option func(*Env)
 
 // WithConfig adds YAML lines to the config (e.g. "nodes:\n  require_session: true").
 func WithConfig(yaml string) Option { return func(e *Env) { e.extra += yaml + "\n" } }
+
+// WithBudget sets the store budget of every call (etcd.call_timeout, and
+// embedded.lock_timeout on the embedded store): a suite that measures
+// correctness under heavy contention on a loaded machine gives its calls
+// more time than the production default, which it does not measure.
+func WithBudget(d time.Duration) Option { return func(e *Env) { e.budget = d } }
 
 // NewEtcd returns an Env on the shared etcd server, with a prefix of its own.
 func NewEtcd(t testing.TB, opts ...Option) *Env {
@@ -128,8 +135,14 @@ func (e *Env) ConfigYAML() string {
 	var b strings.Builder
 	if e.Etcd != nil {
 		fmt.Fprintf(&b, "etcd:\n  machines: [%q]\n  prefix: %q\n", e.Etcd.Endpoint, e.Prefix)
+		if e.budget > 0 {
+			fmt.Fprintf(&b, "  call_timeout: %q\n", e.budget.String())
+		}
 	} else {
 		fmt.Fprintf(&b, "embedded:\n  path: %q\n", e.DB)
+		if e.budget > 0 {
+			fmt.Fprintf(&b, "  lock_timeout: %q\n", e.budget.String())
+		}
 	}
 	b.WriteString(e.extra)
 	return b.String()
