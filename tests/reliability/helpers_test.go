@@ -65,7 +65,7 @@ func verbCases(bin string) []verbCase {
 				"capacity": obj{"volumes": obj{"/data0": 1 << 40}, "disks": []any{}, "storage": 2 << 40},
 				"usage":    obj{"volumes": obj{"/data0": 0}, "disks": []any{}, "storage": 0}}, true},
 			{"set-node-resource-usage", obj{"nodename": n, "resource_request": obj{"volumes": []string{"/data0:1G"}}, "delta": true, "incr": true}, true},
-			{"get-most-idle-node", obj{"nodenames": []string{n}}, false},
+			{"get-most-idle-node", obj{"nodenames": []string{n}}, true}, // it answers a placeable node: the registry is read
 			{"fix-node-resource", obj{"nodename": n, "workloads_resource": []any{}}, true},
 			{"calculate-deploy", obj{"nodename": n, "deploy_count": 1, "workload_resource_request": obj{"volumes": []string{"AUTO:/data:rw:1G"}}}, true},
 			{"calculate-realloc", obj{"nodename": n, "workload_resource": obj{}, "workload_resource_request": obj{"storage": "1G"}}, true},
