@@ -71,6 +71,11 @@ func (c *cluster) tryRemove(t *testing.T, ids ...string) error {
 	}
 }
 
+// TestConcurrentDeploysReallocsAndRemovesThroughCore has one worker per
+// node deploying there (one workload per call: see spread), reallocating and
+// removing its own workloads, while it also grows the workloads of the next
+// worker's node: every node sees deploys, reallocs and removes from two
+// goroutines at once, through core. Usage ends exactly the workloads' sum.
 func TestConcurrentDeploysReallocsAndRemovesThroughCore(t *testing.T) {
 	c := theCluster(t)
 	const pod = "concurrent"
@@ -81,14 +86,18 @@ func TestConcurrentDeploysReallocsAndRemovesThroughCore(t *testing.T) {
 		require.NoError(t, err)
 	}
 
-	const workers, rounds = 4, 3
+	const rounds = 4
 	var (
-		mu   sync.Mutex
-		kept []string
-		errs []error
-		wg   sync.WaitGroup
+		mu     sync.Mutex
+		kept   = map[string][]string{} // node -> workloads kept there
+		cross  int
+		errs   []error
+		wg     sync.WaitGroup
+		grow   = res{"compute": map[string]any{"cpu": 0.25}, "storage": map[string]any{"volumes": []string{"AUTO:/data:rw:1G"}}}
+		growUp = res{"compute": map[string]any{"cpu": 0.25}}
 	)
-	for w := range workers {
+	for w, own := range nodes {
+		next := nodes[(w+1)%len(nodes)]
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
@@ -98,12 +107,15 @@ func TestConcurrentDeploysReallocsAndRemovesThroughCore(t *testing.T) {
 				errs = append(errs, err)
 			}
 			for round := range rounds {
-				created, err := c.tryDeploy(t, fmt.Sprintf("worker%d", w), pod, nodes, 2, small(), pb.DeployOptions_AUTO)
-				if err != nil || len(created) != 2 {
-					fail(fmt.Errorf("worker %d round %d: deploy created %d: %v", w, round, len(created), err))
-					return
+				var created []string
+				for range 2 {
+					ids, err := c.tryDeploy(t, fmt.Sprintf("worker%d", w), pod, []string{own}, 1, small(), pb.DeployOptions_AUTO)
+					if err != nil || len(ids) != 1 {
+						fail(fmt.Errorf("worker %d round %d: deploy on %s created %d: %v", w, round, own, len(ids), err))
+						return
+					}
+					created = append(created, ids...)
 				}
-				grow := res{"compute": map[string]any{"cpu": 0.25}, "storage": map[string]any{"volumes": []string{"AUTO:/data:rw:1G"}}}
 				if _, err := c.rpc.ReallocResource(ctx(t), &pb.ReallocOptions{Id: created[0], Resources: grow.pb(t)}); err != nil {
 					fail(fmt.Errorf("worker %d round %d: realloc: %w", w, round, err))
 				}
@@ -111,23 +123,40 @@ func TestConcurrentDeploysReallocsAndRemovesThroughCore(t *testing.T) {
 					fail(fmt.Errorf("worker %d round %d: %w", w, round, err))
 				}
 				mu.Lock()
-				kept = append(kept, created[0])
+				kept[own] = append(kept[own], created[0])
+				var other string
+				if k := kept[next]; len(k) > 0 {
+					other = k[len(k)-1]
+				}
+				mu.Unlock()
+				if other == "" {
+					continue
+				}
+				if _, err := c.rpc.ReallocResource(ctx(t), &pb.ReallocOptions{Id: other, Resources: growUp.pb(t)}); err != nil {
+					fail(fmt.Errorf("worker %d round %d: realloc of %s on %s: %w", w, round, other, next, err))
+					continue
+				}
+				mu.Lock()
+				cross++
 				mu.Unlock()
 			}
 		}()
 	}
 	wg.Wait()
 	require.Empty(t, errs)
-	require.Len(t, kept, workers*rounds)
 
 	c.requireConsistent(t, nodes...)
 	var cpu int64
+	var all []string
 	for _, n := range nodes {
+		require.Len(t, kept[n], rounds)
+		all = append(all, kept[n]...)
 		cpu += c.nodeResource(t, n, false).stored(t).CPUMillis
 	}
-	require.Equal(t, int64(workers*rounds*500), cpu, "each kept workload holds 0.25 + 0.25 CPU")
+	require.Positive(t, cross)
+	require.Equal(t, int64(len(all)*500+cross*250), cpu, "each kept workload holds 0.25 + 0.25 CPU, and 0.25 more per cross realloc")
 
-	c.remove(t, kept...)
+	c.remove(t, all...)
 	for _, n := range nodes {
 		r := c.nodeResource(t, n, false)
 		require.Empty(t, r.Diffs)

@@ -143,12 +143,10 @@ func TestCoreDrivesBothPlugins(t *testing.T) {
 
 	var webIDs []string
 	step(t, "deploys with volumes, monopoly, IOPS and compute land across the nodes and add up", func(t *testing.T) {
-		// EACH: two on every node, so each node's devices fill alike
-		msgs := c.deployWith(t, pb.DeployOptions_EACH, "web", pod, nodes, 2, web())
-		require.Len(t, msgs, 6)
+		// two on every node, so each node's devices fill alike
+		msgs := c.spread(t, "web", pod, nodes, 2, web())
 		on := map[string]int{}
 		for _, m := range msgs {
-			require.True(t, m.Success, "workload on %s: %s", m.Nodename, m.Error)
 			on[m.Nodename]++
 		}
 		require.Equal(t, map[string]int{"f1": 2, "f2": 2, "f3": 2}, on)
@@ -158,7 +156,7 @@ func TestCoreDrivesBothPlugins(t *testing.T) {
 			"compute": map[string]any{"cpu": 0.5, "memory": "512M"},
 			"storage": map[string]any{"volumes": []string{"AUTO:/mono:mrw:20G"}},
 		}
-		msgs = c.deployOK(t, "mono", pod, nodes, 2, mono)
+		msgs = c.spread(t, "mono", pod, []string{"f1", "f2"}, 1, mono)
 		for _, m := range msgs {
 			r := resourcesOf(t, c.workload(t, m.Id))
 			require.Len(t, r.Storage.VolumePlanRequest, 1)
@@ -176,7 +174,7 @@ func TestCoreDrivesBothPlugins(t *testing.T) {
 			"compute": map[string]any{"cpu": 0.25, "memory": "256M"},
 			"storage": map[string]any{"volumes": []string{"AUTO:/io:rw:5G:100:50:1M:1M"}, "storage": "1G"},
 		}
-		msgs = c.deployOK(t, "io", pod, nodes, 3, io)
+		msgs = c.spread(t, "io", pod, nodes, 1, io)
 		for _, m := range msgs {
 			r := resourcesOf(t, c.workload(t, m.Id))
 			require.Equal(t, 6*GiB, r.Storage.StorageRequest, "the volume and the flat storage")
@@ -311,7 +309,7 @@ func TestCoreDrivesBothPlugins(t *testing.T) {
 		require.Equal(t, map[string]int64{"f2": 8}, c.capacities(t, pod, []string{"f2"}, computeOnly(4)), "f2's own 4x")
 		require.Equal(t, map[string]int64{"f1": 4}, c.capacities(t, pod, []string{"f1"}, computeOnly(4)), "f1 keeps the default")
 
-		deployed := ids(c.deployOK(t, "packed", pod, []string{"f2"}, 8, computeOnly(4)))
+		deployed := ids(c.spread(t, "packed", pod, []string{"f2"}, 8, computeOnly(4)))
 		c.operator(t, "compute", "overcommit", "set-node", "f2", "--cpu", "1000")
 		_, err := c.capacity(t, pod, []string{"f2"}, computeOnly(4))
 		require.ErrorContains(t, err, "no node meets", "f2 is over its schedulable CPU now")
@@ -358,7 +356,7 @@ func TestCoreDrivesBothPlugins(t *testing.T) {
 	})
 
 	step(t, "a node isolated after its session lapses takes no placement, and its workloads can still be removed", func(t *testing.T) {
-		deployed := ids(c.deployOK(t, "isolated", pod, []string{"f3"}, 2, web()))
+		deployed := ids(c.spread(t, "isolated", pod, []string{"f3"}, 2, web()))
 		// a TTL long enough that the isolate right after it meets a live
 		// session even on a loaded machine
 		heartbeat := []string{"nodes", "heartbeat", "f3", "--ttl", "8s", "--clock-sync", "SYNCHRONIZED", "--clock-max-error", "1ms"}
@@ -497,7 +495,7 @@ func TestCoreDrivesBothPlugins(t *testing.T) {
 	})
 
 	step(t, "a core restart mid-suite changes nothing", func(t *testing.T) {
-		deployed := ids(c.deployOK(t, "restarted", pod, []string{"f1"}, 3, web()))
+		deployed := ids(c.spread(t, "restarted", pod, []string{"f1"}, 3, web()))
 		type snapshot struct {
 			Resource  nodeResource
 			Workloads map[string]string

@@ -376,6 +376,32 @@ func (c *cluster) deployWith(t *testing.T, strategy pb.DeployOptions_Strategy, a
 	}
 }
 
+// spread deploys perNode workloads on every node, with core's EACH
+// strategy and a count of 1 per call: each call creates one workload per
+// node, in parallel across nodes. Two creates on one node at once are
+// avoided on purpose: core's fake engine (mock://) hands out a workload ID
+// from a variable its concurrent creates share, so two of them can get the
+// same ID, and core's store then keeps one workload where the plugins
+// (rightly) charged two.
+func (c *cluster) spread(t *testing.T, app, pod string, nodes []string, perNode int, r res) []*pb.CreateWorkloadMessage {
+	t.Helper()
+	var all []*pb.CreateWorkloadMessage
+	for range perNode {
+		msgs := c.deployWith(t, pb.DeployOptions_EACH, app, pod, nodes, 1, r)
+		require.Len(t, msgs, len(nodes), "one workload per node")
+		for _, m := range msgs {
+			require.True(t, m.Success, "workload on %s: %s", m.Nodename, m.Error)
+		}
+		all = append(all, msgs...)
+	}
+	seen := map[string]bool{}
+	for _, m := range all {
+		require.False(t, seen[m.Id], "core handed out workload ID %s twice", m.Id)
+		seen[m.Id] = true
+	}
+	return all
+}
+
 // deployOK deploys and requires every workload to be created; it returns
 // their ids.
 func (c *cluster) deployOK(t *testing.T, app, pod string, nodes []string, count int, r res) []*pb.CreateWorkloadMessage {
