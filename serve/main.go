@@ -82,8 +82,22 @@ func Main(name string, args []string, stderr io.Writer) int {
 		defer cancel()
 		go d.pushStatsd(sctx)
 	}
+	hup := make(chan os.Signal, 1)
+	signal.Notify(hup, syscall.SIGHUP)
+	defer signal.Stop(hup)
 	log.Info("serving", append(listening, "config", cfg.File, "etcd", cfg.UsesEtcd())...)
-	<-ctx.Done()
+	for waiting := true; waiting; {
+		select {
+		case <-ctx.Done():
+			waiting = false
+		case <-hup:
+			if err := d.Reload(); err != nil {
+				log.Warn("reload refused: the flow control keeps its configuration", "error", oneLine(err))
+			} else {
+				log.Info("reloaded the flowcontrol section", "config", cfg.File)
+			}
+		}
+	}
 	log.Info("shutting down", "grace", sc.ShutdownGrace.String(), "answered", d.Answered())
 	if err := d.Shutdown(sc.ShutdownGrace); err != nil {
 		log.Warn("shutdown", "error", err.Error())
