@@ -13,6 +13,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/prometheus/client_golang/prometheus"
 	dto "github.com/prometheus/client_model/go"
 	"github.com/stretchr/testify/require"
 
@@ -49,7 +50,12 @@ func flowDaemon(t *testing.T, extra string, admit Admission) (*Daemon, string) {
 // absent).
 func gauge(t *testing.T, d *Daemon, name string, labels map[string]string) float64 {
 	t.Helper()
-	families, err := d.metrics.reg.Gather()
+	return gather(t, d.metrics.reg, name, labels)
+}
+
+func gather(t *testing.T, g prometheus.Gatherer, name string, labels map[string]string) float64 {
+	t.Helper()
+	families, err := g.Gather()
 	require.NoError(t, err)
 	for _, f := range families {
 		if f.GetName() != name {
@@ -291,11 +297,18 @@ func TestRetryAfterOverHTTPFollowsTheDropPattern(t *testing.T) {
 
 // TestAnExemptFloodIsNeverQueuedOrRejected: with every Limited seat taken,
 // 5 × ServerCL concurrent health probes are all answered at once, none
-// queued or rejected, and the next re-division leaves every Limited level
-// at least its MinCL.
+// queued or rejected, and the next re-division (flow control on a
+// simulated clock, advanced past it) grants the exempt level its use and
+// leaves every Limited level at least its MinCL.
 func TestAnExemptFloodIsNeverQueuedOrRejected(t *testing.T) {
-	d, _ := flowDaemon(t, oneQueue, nil)
-	ctl := d.FlowControl()
+	clk := clock.NewFake(time.Date(2026, 3, 1, 12, 0, 0, 0, time.UTC))
+	fc, err := flowcontrol.Decode(strings.NewReader(strings.TrimPrefix(oneQueue, "flowcontrol:\n")))
+	require.NoError(t, err)
+	reg := prometheus.NewRegistry()
+	ctl, err := flowcontrol.New(fc, clk, reg)
+	require.NoError(t, err)
+	defer ctl.Close()
+	d, _ := flowDaemon(t, "", FlowControl(ctl))
 	srv := httptest.NewServer(d.Handler(""))
 	defer srv.Close()
 	for _, r := range []flowcontrol.Request{{Verb: "calculate-deploy"}, {Path: "/v1/nodes"}, {Path: "/nowhere"}} {
@@ -328,11 +341,13 @@ func TestAnExemptFloodIsNeverQueuedOrRejected(t *testing.T) {
 		t.Error(f)
 	}
 	exempt := map[string]string{"priority_level": "exempt"}
-	require.Equal(t, float64(clients*rounds), gauge(t, d, "eru_flowcontrol_dispatched_requests_total", exempt))
-	require.Zero(t, gauge(t, d, "eru_flowcontrol_rejected_requests_total", exempt))
-	require.Zero(t, gauge(t, d, "eru_flowcontrol_current_inqueue_requests", exempt))
-	// A reload re-divides the seats at once, from the demand seen so far.
-	require.NoError(t, d.Reload())
+	read := func(name string) float64 { return gather(t, reg, name, exempt) }
+	require.Equal(t, float64(clients*rounds), read("eru_flowcontrol_dispatched_requests_total"))
+	require.Zero(t, read("eru_flowcontrol_rejected_requests_total"))
+	require.Zero(t, read("eru_flowcontrol_current_inqueue_requests"))
+	clk.Advance(flowcontrol.AdjustPeriod)
+	l, _ := ctl.Limits("exempt")
+	require.Positive(t, l.Current, "the re-division saw the flood")
 	for _, level := range []string{"placement", "operator", "catch-all"} {
 		l, ok := ctl.Limits(level)
 		require.True(t, ok)
