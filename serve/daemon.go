@@ -381,6 +381,11 @@ func (d *Daemon) handle(conn *net.UnixConn) {
 	}
 	start := time.Now()
 	named := peek(stdin)
+	// A write takes its node's lock before admission: writes to one node
+	// run one at a time anyway, and waiting for the lock in a seat would
+	// let a burst of writes to one node fill a level.
+	unlock := d.lockNode(req, named.Nodename)
+	defer func() { unlock() }()
 	// A queued call waits at most a minute for its turn (flow control may
 	// bound it tighter); core's own call timeout is usually shorter.
 	actx, cancel := context.WithTimeout(context.Background(), time.Minute)
@@ -393,6 +398,8 @@ func (d *Daemon) handle(conn *net.UnixConn) {
 		accepted = []byte{forward.Accepted}
 	)
 	if rej != nil {
+		unlock()
+		unlock = func() {}
 		code, eb, result = forward.PluginExitCode, []byte(rej.Line(req.Binary, req.Verb)+"\n"), "rejected"
 		if _, err := conn.Write(accepted); err != nil {
 			return
@@ -404,9 +411,9 @@ func (d *Daemon) handle(conn *net.UnixConn) {
 			adm.Release()
 			return
 		}
-		unlock := d.lockNode(req, named.Nodename)
 		code, out, eb = d.run(opts, req.Binary, req.Args, stdin)
 		unlock()
+		unlock = func() {}
 		d.answered.Add(1)
 		adm.Release()
 		if code != 0 {
