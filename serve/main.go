@@ -58,6 +58,11 @@ func Main(name string, args []string, stderr io.Writer) int {
 	}
 	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGTERM, syscall.SIGINT)
 	defer stop()
+	// SIGHUP reloads the flowcontrol section; caught from here on, so an
+	// early one does not end the daemon (it is applied once serving).
+	hup := make(chan os.Signal, 1)
+	signal.Notify(hup, syscall.SIGHUP)
+	defer signal.Stop(hup)
 	d, err := New(ctx, name, wd, cfg, sc, log, nil)
 	if err != nil {
 		return fail(err)
@@ -82,9 +87,6 @@ func Main(name string, args []string, stderr io.Writer) int {
 		defer cancel()
 		go d.pushStatsd(sctx)
 	}
-	hup := make(chan os.Signal, 1)
-	signal.Notify(hup, syscall.SIGHUP)
-	defer signal.Stop(hup)
 	log.Info("serving", append(listening, "config", cfg.File, "etcd", cfg.UsesEtcd())...)
 	for waiting := true; waiting; {
 		select {
