@@ -220,7 +220,7 @@ func queueConfig(l Level) queueset.Config {
 	return queueset.Config{Queues: *lr.Queues, HandSize: *lr.HandSize, QueueLengthLimit: *lr.QueueLengthLimit}
 }
 
-// applyLocked installs a validated configuration and re-divides the seats.
+// applyLocked installs a validated configuration.
 func (c *Controller) applyLocked(cfg Config) {
 	c.serverCL = cfg.ServerConcurrency
 	shares := 0
@@ -257,7 +257,19 @@ func (c *Controller) applyLocked(cfg Config) {
 			}
 		}
 		l.spec = spec
+		fresh := l.limits == (Limits{})
 		l.limits.Nominal, l.limits.Min, l.limits.Max = nominal, nominal-lendable, nominal+borrowing
+		// A new level starts halfway into what it may lend (as Kubernetes
+		// starts it); a level kept across a reload keeps its current limit,
+		// within its new bounds, until the next re-division.
+		if fresh {
+			l.limits.Current = nominal - lendable/2
+		}
+		l.limits.Current = min(max(l.limits.Current, l.limits.Min), l.limits.Max)
+		if !exempt {
+			l.qs.SetLimit(l.limits.Current)
+		}
+		c.m.currentLimit.WithLabelValues(spec.Name).Set(float64(l.limits.Current))
 		c.levels[spec.Name] = l
 		c.order = append(c.order, l)
 		c.m.nominalLimit.WithLabelValues(spec.Name).Set(float64(nominal))
@@ -279,7 +291,9 @@ func (c *Controller) applyLocked(cfg Config) {
 	}
 	c.schemas = slices.Clone(cfg.Schemas)
 	slices.SortStableFunc(c.schemas, func(a, b Schema) int { return a.Precedence - b.Precedence })
-	c.adjustLocked()
+	// No re-division here: the demand of a partial period would lend every
+	// idle level's seats away (a daemon just started has seen no demand);
+	// the next periodic one uses the new limits.
 }
 
 // adjustLocked re-divides the seats among the levels from their seat demand

@@ -53,7 +53,7 @@ func forwardCall(t *testing.T, file, verb, stdin string) (int, bool, string, str
 func TestAFlowControlRejectionIsAnsweredNotRunLocally(t *testing.T) {
 	var asked atomic.Int64
 	var seen atomic.Value
-	file := startDaemon(t, func(_ context.Context, r Request) (func(), *Rejection) {
+	file := startDaemon(t, func(_ context.Context, r Request) (*Admitted, *Rejection) {
 		asked.Add(1)
 		seen.Store(r)
 		return nil, &Rejection{Level: "placement", RetryAfter: 1500 * time.Millisecond}
@@ -69,6 +69,8 @@ func TestAFlowControlRejectionIsAnsweredNotRunLocally(t *testing.T) {
 	require.Equal(t, "calculate-deploy", r.Verb)
 	require.Equal(t, `{"nodename":"n1","deploy_count":1}`, string(r.Stdin))
 	require.True(t, strings.HasPrefix(r.Caller, "uid:"))
+	require.Contains(t, r.Caller, " ppid:", "the caller names the peer's parent process")
+	require.Equal(t, "node:n1", r.Pod, "without a podname the node names the flow")
 	_, err := os.Stat(filepath.Join(filepath.Dir(file), "eru-resources.db"))
 	require.True(t, os.IsNotExist(err), "the verb never ran: no store was created")
 }
@@ -77,10 +79,10 @@ func TestAFlowControlRejectionIsAnsweredNotRunLocally(t *testing.T) {
 // given back once the call has run.
 func TestAdmissionIsReleasedAfterEveryCall(t *testing.T) {
 	var inFlight, admitted atomic.Int64
-	file := startDaemon(t, func(context.Context, Request) (func(), *Rejection) {
+	file := startDaemon(t, func(context.Context, Request) (*Admitted, *Rejection) {
 		inFlight.Add(1)
 		admitted.Add(1)
-		return func() { inFlight.Add(-1) }, nil
+		return &Admitted{Release: func() { inFlight.Add(-1) }}, nil
 	})
 	for range 5 {
 		code, handled, out, errOut := forwardCall(t, file, "name", "")

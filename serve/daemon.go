@@ -19,19 +19,26 @@ import (
 	"net"
 	"os"
 	"path/filepath"
+	"reflect"
 	"slices"
+	"strconv"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
 
 	"golang.org/x/sys/unix"
+	"gopkg.in/yaml.v3"
 
 	"github.com/eru-extend/resources/cmd"
 	"github.com/eru-extend/resources/cmd/config"
+	"github.com/eru-extend/resources/flowcontrol"
+	"github.com/eru-extend/resources/flowcontrol/clock"
 	"github.com/eru-extend/resources/internal/forward"
 	"github.com/eru-extend/resources/serve/cache"
 	"github.com/eru-extend/resources/store"
 	"github.com/eru-extend/resources/store/etcdstore"
+	"github.com/eru-extend/resources/types"
 )
 
 // Binaries are the plugin binaries one daemon serves.
@@ -53,6 +60,10 @@ type Daemon struct {
 	files map[string]served // config file (absolute; "" for none) -> config
 	log   *slog.Logger
 	admit Admission
+	flow  *flowcontrol.Controller // nil when New was given its own admission
+
+	reloadMu sync.Mutex // one SIGHUP reload at a time
+	filesMu  sync.RWMutex
 
 	etcd  *etcdstore.Store // nil on the embedded store
 	cache *cache.Cache
@@ -76,10 +87,16 @@ type Daemon struct {
 }
 
 // New loads what the daemon serves and connects to the store; it does not
-// listen yet (see Run).
+// listen yet (see Listen). With a nil admit, every call is admitted by flow
+// control built from cfg's `flowcontrol:` section (its defaults when
+// absent), its metrics on the daemon's /metrics.
 func New(ctx context.Context, name, wd string, cfg *config.Config, sc Config, log *slog.Logger, admit Admission) (*Daemon, error) {
+	var fc flowcontrol.Config
 	if admit == nil {
-		admit = AdmitAll
+		var err error
+		if fc, err = FlowConfig(cfg); err != nil {
+			return nil, err
+		}
 	}
 	d := &Daemon{name: name, wd: wd, cfg: cfg, serve: sc, log: log, admit: admit, files: map[string]served{}}
 	d.files[cfg.File] = stamp(cfg)
@@ -117,7 +134,91 @@ func New(ctx context.Context, name, wd string, cfg *config.Config, sc Config, lo
 		d.cache = cache.New(es, cfg.Etcd.Prefix, sc.CacheWait)
 	}
 	d.metrics = newMetrics(d)
+	if admit == nil {
+		ctl, err := flowcontrol.New(fc, clock.Real{}, d.metrics.reg)
+		if err != nil {
+			d.Close()
+			return nil, types.Invalid("config %s: %s", cfg.File, err.Error())
+		}
+		d.flow, admit = ctl, FlowControl(ctl)
+	}
+	d.admit = admit
 	return d, nil
+}
+
+// FlowConfig decodes cfg's `flowcontrol:` section, defaults filled in, and
+// checks it: an error names the file and the key.
+func FlowConfig(cfg *config.Config) (flowcontrol.Config, error) {
+	var fc flowcontrol.Config
+	if err := cfg.DecodeSection("flowcontrol", &fc); err != nil {
+		return fc, err
+	}
+	fc = fc.WithDefaults()
+	if err := fc.Validate(); err != nil {
+		return fc, types.Invalid("config %s: %s", cfg.File, err.Error())
+	}
+	return fc, nil
+}
+
+// FlowControl is the daemon's flow control, nil when it was built with its
+// own admission.
+func (d *Daemon) FlowControl() *flowcontrol.Controller { return d.flow }
+
+// Reload re-reads the configuration file (on SIGHUP) and applies its
+// `flowcontrol:` section: calls admitted keep their seats, queued calls stay
+// queued. A file that cannot be read or whose section is refused changes
+// nothing (the error says why). Other sections are not applied: when only
+// the flowcontrol section changed, forwarded calls go on being served;
+// when another changed, they are declined (and run by the binaries) until
+// the daemon restarts, as for any file changed under a running daemon.
+func (d *Daemon) Reload() error {
+	d.reloadMu.Lock()
+	defer d.reloadMu.Unlock()
+	file := d.cfg.File
+	if file == "" {
+		return errors.New("no config file to reload: the daemon runs on built-in defaults")
+	}
+	fi, err := os.Stat(file)
+	if err != nil {
+		return types.Wrap(types.InvalidArgument, err, "config")
+	}
+	data, err := os.ReadFile(file)
+	if err != nil {
+		return types.Wrap(types.InvalidArgument, err, "config")
+	}
+	next, err := config.Parse(data, file)
+	if err != nil {
+		return err
+	}
+	if d.flow != nil {
+		fc, err := FlowConfig(next)
+		if err != nil {
+			return err
+		}
+		if err := d.flow.Reload(fc); err != nil {
+			return types.Invalid("config %s: %s", file, err.Error())
+		}
+	}
+	sc, err := ParseConfig(data, file)
+	if err != nil || !sameSettings(d.cfg, next) || !reflect.DeepEqual(sc, d.serve) {
+		d.log.Warn("config reloaded: only its flowcontrol section applies; other sections changed, so forwarded calls are declined until the daemon restarts", "file", file)
+		return nil
+	}
+	d.filesMu.Lock()
+	d.files[file] = served{cfg: d.files[file].cfg, size: fi.Size(), mtime: fi.ModTime()}
+	d.filesMu.Unlock()
+	return nil
+}
+
+// sameSettings reports whether two configurations of one file differ only
+// in their flowcontrol section (and where things sit in the file).
+func sameSettings(a, b *config.Config) bool {
+	x, y := *a, *b
+	for _, c := range []*config.Config{&x, &y} {
+		var source config.Source
+		c.Warnings, c.Serve, c.FlowControl, c.Source, c.Searched = nil, yaml.Node{}, yaml.Node{}, source, nil
+	}
+	return reflect.DeepEqual(x, y)
 }
 
 func stamp(cfg *config.Config) served {
@@ -279,11 +380,17 @@ func (d *Daemon) handle(conn *net.UnixConn) {
 		return
 	}
 	start := time.Now()
+	named := peek(stdin)
+	// A write takes its node's lock before admission: writes to one node
+	// run one at a time anyway, and waiting for the lock in a seat would
+	// let a burst of writes to one node fill a level.
+	unlock := d.lockNode(req, named.Nodename)
+	defer func() { unlock() }()
 	// A queued call waits at most a minute for its turn (flow control may
 	// bound it tighter); core's own call timeout is usually shorter.
 	actx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
-	release, rej := d.admit(actx, Request{Kind: "verb", Verb: req.Verb, Caller: fmt.Sprintf("uid:%d", uid), Stdin: stdin})
+	adm, rej := d.admit(actx, Request{Kind: "verb", Verb: req.Verb, Pod: named.pod(), Caller: socketCaller(uid, pid), Stdin: stdin})
 	var (
 		code     int
 		out, eb  []byte
@@ -291,6 +398,8 @@ func (d *Daemon) handle(conn *net.UnixConn) {
 		accepted = []byte{forward.Accepted}
 	)
 	if rej != nil {
+		unlock()
+		unlock = func() {}
 		code, eb, result = forward.PluginExitCode, []byte(rej.Line(req.Binary, req.Verb)+"\n"), "rejected"
 		if _, err := conn.Write(accepted); err != nil {
 			return
@@ -299,14 +408,14 @@ func (d *Daemon) handle(conn *net.UnixConn) {
 		// Accepted goes out before the call runs: a client that loses the
 		// connection after it knows the call may have run.
 		if _, err := conn.Write(accepted); err != nil {
-			release()
+			adm.Release()
 			return
 		}
-		unlock := d.lockNode(req, stdin)
 		code, out, eb = d.run(opts, req.Binary, req.Args, stdin)
 		unlock()
+		unlock = func() {}
 		d.answered.Add(1)
-		release()
+		adm.Release()
 		if code != 0 {
 			result = "failed"
 		}
@@ -320,20 +429,74 @@ func (d *Daemon) handle(conn *net.UnixConn) {
 	}
 }
 
+// named is what the daemon reads of a verb's request: the fields that
+// name its pod and node, decoded once for flow control's distinguisher and
+// the per-node write lock.
+type named struct {
+	Podname  string `json:"podname"`
+	Nodename string `json:"nodename"`
+}
+
+// peek decodes the naming fields of a verb's request (zero for a request
+// that is not a JSON object: the verb itself reports that).
+func peek(stdin []byte) named {
+	var n named
+	_ = json.Unmarshal(stdin, &n)
+	return n
+}
+
+// pod is the request's pod, or its node for verbs that name only a node.
+func (n named) pod() string {
+	if n.Podname != "" {
+		return "pod:" + n.Podname
+	}
+	if n.Nodename != "" {
+		return "node:" + n.Nodename
+	}
+	return ""
+}
+
+// socketCaller names a socket peer for flow control: its uid and the
+// parent of its process (core, for a binary core exec'd), so that each
+// caller process tree is its own flow.
+func socketCaller(uid, pid int) string {
+	c := "uid:" + strconv.Itoa(uid)
+	if ppid := parentPID(pid); ppid > 0 {
+		c += " ppid:" + strconv.Itoa(ppid)
+	}
+	return c
+}
+
+// parentPID reads a process's parent from /proc (0 when it cannot).
+func parentPID(pid int) int {
+	if pid <= 0 {
+		return 0
+	}
+	data, err := os.ReadFile("/proc/" + strconv.Itoa(pid) + "/stat")
+	if err != nil {
+		return 0
+	}
+	// pid (comm) state ppid ...; comm may hold spaces and parentheses.
+	i := bytes.LastIndexByte(data, ')')
+	if i < 0 {
+		return 0
+	}
+	f := strings.Fields(string(data[i+1:]))
+	if len(f) < 2 {
+		return 0
+	}
+	ppid, _ := strconv.Atoi(f[1])
+	return ppid
+}
+
 // lockNode takes the lock of the node a write names, and returns its
 // release.
-func (d *Daemon) lockNode(req forward.Request, stdin []byte) func() {
-	if !req.Write {
-		return func() {}
-	}
-	var named struct {
-		Nodename string `json:"nodename"`
-	}
-	if json.Unmarshal(stdin, &named) != nil || named.Nodename == "" {
+func (d *Daemon) lockNode(req forward.Request, nodename string) func() {
+	if !req.Write || nodename == "" {
 		return func() {}
 	}
 	h := fnv.New32a()
-	_, _ = h.Write([]byte(named.Nodename))
+	_, _ = h.Write([]byte(nodename))
 	mu := &d.nodeLocks[h.Sum32()%uint32(len(d.nodeLocks))]
 	mu.Lock()
 	return mu.Unlock
@@ -350,7 +513,9 @@ func (d *Daemon) accept(req forward.Request) (cmd.Options, string) {
 	if _, ok := forward.Verbs[req.Verb]; !ok {
 		return cmd.Options{}, "not a plugin verb"
 	}
+	d.filesMu.RLock()
 	s, ok := d.files[req.Config]
+	d.filesMu.RUnlock()
 	if !ok || (req.Config == "" && req.Dir != d.wd) {
 		return cmd.Options{}, "another config: " + req.Config
 	}
@@ -379,8 +544,11 @@ func (d *Daemon) Shutdown(grace time.Duration) error {
 	return nil
 }
 
-// Close releases the cache and the store connection.
+// Close releases flow control, the cache and the store connection.
 func (d *Daemon) Close() {
+	if d.flow != nil {
+		d.flow.Close()
+	}
 	if d.cache != nil {
 		_ = d.cache.Close()
 	}

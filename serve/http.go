@@ -11,6 +11,7 @@ import (
 	"net"
 	"net/http"
 	"os"
+	"strconv"
 	"strings"
 	"time"
 
@@ -22,14 +23,15 @@ var nodeActions = []string{"drain", "cancel-drain", "isolate", "retire", "revoke
 
 // Handler is the daemon's HTTP API: /metrics, /healthz, /readyz and the
 // operator API under /v1/. token is the bearer token operator writes need
-// ("" makes the API read-only).
+// ("" makes the API read-only). Every request, whatever its path, passes
+// through admission first.
 func (d *Daemon) Handler(token string) http.Handler {
 	mux := http.NewServeMux()
-	mux.Handle("GET /metrics", d.admitted("/metrics", d.metricsHandler()))
+	mux.Handle("GET /metrics", d.timed("/metrics", d.metricsHandler()))
 	mux.HandleFunc("GET /healthz", func(w http.ResponseWriter, _ *http.Request) { _, _ = io.WriteString(w, "ok\n") })
 	mux.HandleFunc("GET /readyz", d.readyz)
 	op := func(route string, write bool, args func(r *http.Request, body map[string]any) ([]string, error)) http.Handler {
-		return d.admitted(route, d.operator(route, write, token, args))
+		return d.timed(route, d.operator(route, write, token, args))
 	}
 	mux.Handle("GET /v1/nodes", op("GET /v1/nodes", false, func(r *http.Request, _ map[string]any) ([]string, error) {
 		args := []string{"nodes", "list"}
@@ -78,7 +80,7 @@ func (d *Daemon) Handler(token string) http.Handler {
 	mux.HandleFunc("/v1/pools", notYet)
 	mux.HandleFunc("/v1/pools/", notYet)
 	mux.HandleFunc("/v1/objects/", notYet)
-	return mux
+	return d.admitted(mux)
 }
 
 func contains(list []string, s string) bool {
@@ -144,18 +146,47 @@ func (d *Daemon) readyz(w http.ResponseWriter, r *http.Request) {
 	_, _ = io.WriteString(w, "ok\n")
 }
 
-// admitted passes an HTTP request through admission.
-func (d *Daemon) admitted(route string, h http.Handler) http.Handler {
+// Headers naming the priority level and flow schema of every HTTP answer.
+const (
+	HeaderLevel  = "X-Eru-PF-Priority-Level"
+	HeaderSchema = "X-Eru-PF-Flow-Schema"
+)
+
+// admitted passes every HTTP request through admission: a rejection is
+// 429 with Retry-After; every answer, admitted or not, names the level and
+// schema it was classified at.
+func (d *Daemon) admitted(mux *http.ServeMux) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		release, rej := d.admit(r.Context(), Request{Kind: "http", Path: r.URL.Path, Caller: caller(r)})
+		adm, rej := d.admit(r.Context(), Request{Kind: "http", Path: r.URL.Path, Caller: caller(r)})
 		if rej != nil {
-			w.Header().Set("Retry-After", fmt.Sprint(rej.seconds()))
+			pfHeaders(w, rej.Level, rej.Schema)
+			w.Header().Set("Retry-After", strconv.Itoa(rej.seconds()))
+			_, route := mux.Handler(r)
+			if route == "" {
+				route = "unmatched"
+			}
 			d.metrics.requests.WithLabelValues(route, "rejected").Inc()
-			writeError(w, http.StatusTooManyRequests, string(types.ResourceExhausted),
-				fmt.Sprintf("too many requests (priority level %s, retry after %ds)", rej.Level, rej.seconds()))
+			writeError(w, http.StatusTooManyRequests, string(types.ResourceExhausted), rej.message())
 			return
 		}
-		defer release()
+		defer adm.Release()
+		pfHeaders(w, adm.Level, adm.Schema)
+		mux.ServeHTTP(w, r)
+	})
+}
+
+func pfHeaders(w http.ResponseWriter, level, schema string) {
+	if level != "" {
+		w.Header().Set(HeaderLevel, level)
+	}
+	if schema != "" {
+		w.Header().Set(HeaderSchema, schema)
+	}
+}
+
+// timed records an admitted request's latency by route.
+func (d *Daemon) timed(route string, h http.Handler) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		start := time.Now()
 		h.ServeHTTP(w, r)
 		d.metrics.latency.WithLabelValues(route).Observe(time.Since(start).Seconds())

@@ -58,6 +58,11 @@ func Main(name string, args []string, stderr io.Writer) int {
 	}
 	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGTERM, syscall.SIGINT)
 	defer stop()
+	// SIGHUP reloads the flowcontrol section; caught from here on, so an
+	// early one does not end the daemon (it is applied once serving).
+	hup := make(chan os.Signal, 1)
+	signal.Notify(hup, syscall.SIGHUP)
+	defer signal.Stop(hup)
 	d, err := New(ctx, name, wd, cfg, sc, log, nil)
 	if err != nil {
 		return fail(err)
@@ -83,7 +88,18 @@ func Main(name string, args []string, stderr io.Writer) int {
 		go d.pushStatsd(sctx)
 	}
 	log.Info("serving", append(listening, "config", cfg.File, "etcd", cfg.UsesEtcd())...)
-	<-ctx.Done()
+	for waiting := true; waiting; {
+		select {
+		case <-ctx.Done():
+			waiting = false
+		case <-hup:
+			if err := d.Reload(); err != nil {
+				log.Warn("reload refused: the flow control keeps its configuration", "error", oneLine(err))
+			} else {
+				log.Info("reloaded the flowcontrol section", "config", cfg.File)
+			}
+		}
+	}
 	log.Info("shutting down", "grace", sc.ShutdownGrace.String(), "answered", d.Answered())
 	if err := d.Shutdown(sc.ShutdownGrace); err != nil {
 		log.Warn("shutdown", "error", err.Error())

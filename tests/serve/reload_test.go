@@ -1,0 +1,126 @@
+package serve_test
+
+import (
+	"io"
+	"net/http"
+	"os"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"sync"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+
+	"github.com/eru-extend/resources/tests/testenv"
+)
+
+// flowSection is a flowcontrol section with two placement seats (so that
+// concurrent calls queue) and a metrics schema named name.
+func flowSection(name string, handSize int) string {
+	return `flowcontrol:
+  server_concurrency: 4
+  levels:
+    - {name: exempt, type: Exempt}
+    - {name: placement, type: Limited, nominal_concurrency_shares: 1, borrowing_limit_percent: 0, limit_response: {type: Queue, queues: 4, hand_size: ` + strconv.Itoa(handSize) + `, queue_length_limit: 50}}
+    - {name: catch-all, type: Limited, nominal_concurrency_shares: 1, limit_response: {type: Reject}}
+  schemas:
+    - {name: health, precedence: 1, level: exempt, match: {paths: ["/healthz", "/readyz"]}}
+    - {name: placement, precedence: 100, level: placement, distinguisher: pod, match: {verbs: [calculate-deploy]}}
+    - {name: ` + name + `, precedence: 200, level: catch-all, distinguisher: caller, match: {paths: ["/metrics"]}}
+    - {name: catch-all, precedence: 10000, level: catch-all, match: {any: true}}
+`
+}
+
+// TestSIGHUPReloadsFlowControlWithoutDroppingCalls runs `storage serve`,
+// keeps forwarded calls queued and running while SIGHUP applies a changed
+// flowcontrol section, then sends one with a refused section: every call
+// is answered as a local call would be, calls are forwarded again after the
+// reload, the change shows in the schema header, and the refused section
+// is logged, naming the key, and changes nothing.
+func TestSIGHUPReloadsFlowControlWithoutDroppingCalls(t *testing.T) {
+	env := testenv.NewEmbedded(t)
+	if d := env.Daemon(); d != nil {
+		d.Stop(t)
+	}
+	env.Call(t, "storage", "add-node", obj{"nodename": "n1", "resource": obj{"volumes": []string{"/data0:1T"}, "storage": "2T"}}, nil)
+	addr := testenv.FreeAddr(t)
+	file := filepath.Join(env.Dir, "storage.yaml")
+	write := func(section string) {
+		require.NoError(t, os.WriteFile(file, []byte(env.ConfigYAML()+"serve:\n  http: "+addr+"\n"+section), 0o644))
+	}
+	write(flowSection("scrapes", 1))
+	d := env.Serve(t, addr)
+	d.WaitHTTP(t)
+	schemaOf := func(path string) string {
+		resp, err := http.Get("http://" + addr + path)
+		require.NoError(t, err)
+		_, _ = io.Copy(io.Discard, resp.Body)
+		_ = resp.Body.Close()
+		return resp.Header.Get("X-Eru-PF-Flow-Schema")
+	}
+	require.Equal(t, "scrapes", schemaOf("/metrics"))
+
+	want := local(t, env, "storage", []byte(`{"nodename":"n1","deploy_count":1,"workload_resource_request":{"storage":"1G"}}`), "calculate-deploy")
+	require.Equal(t, 0, want.Code, want.Stderr)
+	stop := make(chan struct{})
+	var wg sync.WaitGroup
+	var mu sync.Mutex
+	answered, bad := 0, []string{}
+	for range 6 {
+		wg.Go(func() {
+			for {
+				select {
+				case <-stop:
+					return
+				default:
+				}
+				got := env.Exec(t, "storage", []byte(`{"nodename":"n1","deploy_count":1,"workload_resource_request":{"storage":"1G"}}`), "calculate-deploy")
+				mu.Lock()
+				answered++
+				if got.Code != want.Code || got.Stdout != want.Stdout || got.Stderr != "" {
+					bad = append(bad, describe(got))
+				}
+				mu.Unlock()
+			}
+		})
+	}
+	time.Sleep(500 * time.Millisecond)
+	write(flowSection("metrics-scrapes", 2))
+	require.NoError(t, d.Cmd.Process.Signal(syscall.SIGHUP))
+	require.Eventually(t, func() bool { return schemaOf("/metrics") == "metrics-scrapes" }, 10*time.Second, 20*time.Millisecond)
+	// Between the write and the reload the daemon declines the changed
+	// file's calls (the binaries run them); once reloaded it serves them.
+	before := d.Forwarded(t)
+	time.Sleep(500 * time.Millisecond)
+	require.Greater(t, d.Forwarded(t), before, "calls are forwarded again after the reload")
+	write(flowSection("refused", 5)) // hand_size 5 > queues 4
+	require.NoError(t, d.Cmd.Process.Signal(syscall.SIGHUP))
+	require.Eventually(t, func() bool { return strings.Contains(d.Log(), "reload refused") }, 10*time.Second, 20*time.Millisecond)
+	time.Sleep(300 * time.Millisecond)
+	close(stop)
+	wg.Wait()
+	require.Contains(t, d.Log(), "flowcontrol.levels[1].limit_response.hand_size")
+	require.Equal(t, "metrics-scrapes", schemaOf("/metrics"), "the refused section changed nothing")
+	require.Empty(t, bad, "every call answered as a local call would be")
+	t.Logf("%d calls through two reloads, %d forwarded", answered, d.Forwarded(t))
+	require.Greater(t, sumMetric(t, d, `eru_flowcontrol_request_wait_duration_seconds_count{execute="true",flow_schema="placement"`), 0.0)
+}
+
+// TestServeRefusesAFlowcontrolSectionNamingTheKey: a malformed section
+// stops the daemon at start with one line naming the file and the key.
+func TestServeRefusesAFlowcontrolSectionNamingTheKey(t *testing.T) {
+	env := testenv.NewEmbedded(t, testenv.WithConfig(flowSection("x", 9)))
+	if d := env.Daemon(); d != nil {
+		d.Stop(t)
+	}
+	res := env.Exec(t, "storage", nil, "serve")
+	require.NotEqual(t, 0, res.Code)
+	require.Empty(t, res.Stdout)
+	lines := strings.Split(strings.TrimSuffix(res.Stderr, "\n"), "\n")
+	require.Len(t, lines, 1, res.Stderr)
+	require.Contains(t, lines[0], "flowcontrol.levels[1].limit_response.hand_size")
+	require.Contains(t, lines[0], filepath.Join(env.Dir, "storage.yaml"))
+}
