@@ -83,6 +83,7 @@ BENCHRUNS ?= 15
 bench: build
 	$(GO) test -run '^$$' -bench . -benchmem ./storage/ ./overcommit/ ./cmd/... ./engine/
 	$(GO) run ./tools/bench -bin $(BIN) -runs $(BENCHRUNS)
+	$(GO) test -count=1 ./tests/serve -run TestAnElephantCannotStarveAMouse -isolation-full -v
 
 clean:
 	rm -rf $(BIN)
