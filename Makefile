@@ -4,7 +4,7 @@ GO       ?= go
 BIN      ?= bin
 FUZZTIME ?= 5s
 
-.PHONY: build front demo test lint unit conformance e2e chaos fuzz-short fuzz bench clean
+.PHONY: build front demo test lint unit serve-suites conformance e2e chaos fuzz-short fuzz bench clean
 
 build:
 	$(GO) build -trimpath -ldflags '-s -w' -o $(BIN)/ ./cmd/storage ./cmd/compute
@@ -41,6 +41,11 @@ conformance:
 e2e:
 	cd conformance && $(GO) test -count=1 -timeout 30m ./e2e/
 
+# The behaviour suites again, with a serve daemon started for every plugin
+# folder and every call forwarded through it (answers must not change).
+serve-suites:
+	ERU_TEST_SERVE=1 $(GO) test -count=1 ./cmd/storage/ ./cmd/compute/ ./tests/concurrency/
+
 # Every fuzz target for FUZZTIME on top of its committed corpus (which
 # `unit` already replays). `make fuzz FUZZTIME=10m` fuzzes for longer.
 # A failing target's output is shown (it names the input written under the
@@ -59,7 +64,7 @@ fuzz-short:
 fuzz: fuzz-short
 
 # Each stage in turn, with a progress line as it starts and ends.
-TEST_STAGES ?= lint unit conformance e2e fuzz-short
+TEST_STAGES ?= lint unit serve-suites conformance e2e fuzz-short
 test:
 	@t0=$$(date +%s); \
 	for stage in $(TEST_STAGES); do \
