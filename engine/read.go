@@ -11,10 +11,6 @@ import (
 	"github.com/eru-extend/resources/types"
 )
 
-// pointReadLimit is the most nodes a capacity query reads key by key; more
-// are read as whole prefixes, still in one consistent read.
-const pointReadLimit = 40
-
 // nodeView is one node as read: its record (Empty when unknown) and what
 // the registry knows of it.
 type nodeView[N any] struct {
@@ -75,19 +71,22 @@ func (e *Engine[N, W]) readNode(ctx context.Context, node string) (*nodeView[N],
 	return v, env, err
 }
 
-// readNodes reads many nodes in one consistent read: key by key for a few,
-// whole prefixes for many. Records are decoded later, one at a time, by
-// whoever needs them (see each). all also reads every other plugin's
-// records of the nodes (and their shared keys), for a node's status.
+// readNodes reads many nodes in one consistent read: each node's record,
+// registration and session, and the shared keys, key by key, so that a
+// query's cost follows the nodes it names, not the size of the cluster
+// (etcd reads the prefixes whole instead when the nodes named are most of
+// the cluster, for that costs less; see store.ReadKeys).
+// Records are decoded later, one at a time, by whoever needs them (see
+// each). all also reads every other plugin's records of the nodes (and
+// their shared keys), for a node's status.
 func (e *Engine[N, W]) readNodes(ctx context.Context, names []string, all bool) (func(string) ([]byte, bool), error) {
 	s, err := e.Open(ctx, false)
 	if err != nil {
 		return nil, err
 	}
-	others := all
 	shared := append([]string(nil), e.Res.SharedKeys()...)
 	prefixes := []string{nodes.RecordPrefix(e.Res.Name())}
-	if others {
+	if all {
 		for _, p := range e.Plugins {
 			if p.Name() == e.Res.Name() {
 				continue
@@ -96,19 +95,15 @@ func (e *Engine[N, W]) readNodes(ctx context.Context, names []string, all bool) 
 			prefixes = append(prefixes, p.RecordPrefix())
 		}
 	}
-	var snap *store.Snapshot
-	if len(names) <= pointReadLimit {
-		keys := shared
-		for _, n := range names {
-			for _, p := range prefixes {
-				keys = append(keys, p+n)
-			}
-			keys = append(keys, nodes.Keys(n)...)
+	keys := make([]string, 0, len(shared)+len(names)*(len(prefixes)+2))
+	keys = append(keys, shared...)
+	for _, n := range names {
+		for _, p := range prefixes {
+			keys = append(keys, p+n)
 		}
-		snap, err = s.Read(ctx, dedupe(keys), nil)
-	} else {
-		snap, err = s.Read(ctx, dedupe(shared), append(prefixes, nodes.RegistrationPrefix, nodes.SessionPrefix))
+		keys = append(keys, nodes.RegistrationKey(n), nodes.SessionKey(n))
 	}
+	snap, err := store.ReadKeys(ctx, s, dedupe(keys), append(prefixes, nodes.RegistrationPrefix, nodes.SessionPrefix))
 	if err != nil {
 		return nil, err
 	}

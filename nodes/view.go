@@ -80,6 +80,9 @@ type nodeState struct {
 
 // decodeRegistration reads a stored registration.
 func decodeRegistration(node string, data []byte) (*Registration, error) {
+	if r, ok := decodeRegistrationFast(data); ok {
+		return r, nil
+	}
 	r := &Registration{}
 	if err := json.Unmarshal(data, r); err != nil {
 		return nil, types.Wrap(types.Internal, err, "registration of node "+node+" is corrupt")

@@ -122,9 +122,12 @@ func NewNode() *Node {
 
 // DecodeNode reads a stored record.
 func DecodeNode(data []byte) (*Node, error) {
-	n := &Node{}
-	if err := json.Unmarshal(data, n); err != nil {
-		return nil, fmt.Errorf("stored storage record: %w", err)
+	n, ok := decodeNodeFast(data)
+	if !ok {
+		n = &Node{}
+		if err := json.Unmarshal(data, n); err != nil {
+			return nil, fmt.Errorf("stored storage record: %w", err)
+		}
 	}
 	n.Capacity.normalize()
 	n.Usage.normalize()

@@ -6,7 +6,6 @@ package main
 
 import (
 	"os"
-	"runtime/debug"
 
 	"github.com/eru-extend/resources/cmd"
 	"github.com/eru-extend/resources/internal/forward"
@@ -21,9 +20,9 @@ func main() {
 	if done {
 		os.Exit(code)
 	}
-	// A call run here is one short process: a lower GC target trades a
-	// little CPU for a smaller peak on many-node reads. The daemon keeps
-	// Go's default.
-	debug.SetGCPercent(cmd.GCPercent)
+	// A call run here is one short process: no collection until its heap
+	// is large, then a lower target than Go's for a smaller peak on
+	// many-node reads. The daemon keeps Go's default.
+	cmd.ColdGC()
 	os.Exit(cmd.Main("storage", os.Args[1:], stdin, os.Stdout, os.Stderr))
 }
