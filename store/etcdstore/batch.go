@@ -48,7 +48,7 @@ func (s *Store) ReadKeys(ctx context.Context, keys []string, within []string) (*
 		defer cancel()
 		resp, err := kv.Txn(cctx, &pb.TxnRequest{Success: ops}, readCallOpts...)
 		if err != nil {
-			return nil, s.fail(clientv3.ContextError(cctx, err), false)
+			return nil, s.fail(clientv3.ContextError(cctx, err))
 		}
 		return resp, nil
 	}
