@@ -7,7 +7,7 @@ FUZZTIME ?= 5s
 .PHONY: build front demo test lint unit serve-suites conformance e2e chaos fuzz-short fuzz bench clean
 
 build:
-	$(GO) build -trimpath -ldflags '-s -w' -o $(BIN)/ ./cmd/storage ./cmd/compute
+	$(GO) build -trimpath -tags urfave_cli_no_docs -ldflags '-s -w' -o $(BIN)/ ./cmd/storage ./cmd/compute
 
 # The small front binaries of docs/serve.md: $(BIN)/front/storage and
 # compute forward each call to `storage serve` and exec the full binaries in
