@@ -160,11 +160,10 @@ func (m Measurement) observe(prev *Observation, now time.Time, memoryTight int64
 		o.Clock.MaxErrorMs = &ms
 	}
 	if m.Offset != nil {
-		// Rounded away from the node's favour: the offset to the
-		// millisecond nearest, the uncertainty down, so that rounding
-		// never hides a skew beyond tolerance.
+		// The offset to the nearest millisecond; the uncertainty is a
+		// bound, so rounded up (a loopback round trip is 1ms, not 0).
 		off := m.Offset.Offset.Round(time.Millisecond).Milliseconds()
-		unc := m.Offset.Uncertainty.Milliseconds()
+		unc := (m.Offset.Uncertainty + time.Millisecond - 1).Milliseconds()
 		o.Clock.OffsetMs, o.Clock.UncertaintyMs = &off, &unc
 	}
 	if prev != nil {
