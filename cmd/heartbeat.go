@@ -45,6 +45,13 @@ func (r *runner) heartbeatCommand() *cli.Command {
 				return none, err
 			}
 			node := op.args[0]
+			if !op.c.IsSet("via") {
+				for _, f := range []string{"token-file", "tls-ca", "tls-cert", "tls-key"} {
+					if op.c.IsSet(f) {
+						return none, types.Invalid("--%s goes with --via: without it the heartbeat is written to the store directly", f)
+					}
+				}
+			}
 			if op.c.IsSet("via") {
 				return r.heartbeatVia(op, node, a)
 			}

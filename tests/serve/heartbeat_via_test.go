@@ -120,6 +120,12 @@ func TestAHeartbeatViaTheDaemon(t *testing.T) {
 		require.Empty(t, res.Stdout)
 	})
 
+	t.Run("a token file without --via is invalid", func(t *testing.T) {
+		res := env.Op(t, "storage", "nodes", "heartbeat", "n1", "--token-file", tokenFile)
+		require.Equal(t, 2, res.Code, describe(res))
+		require.Contains(t, res.Stderr, "invalid_argument: --token-file goes with --via")
+	})
+
 	t.Run("a bad URL is invalid", func(t *testing.T) {
 		res := env.Op(t, "storage", "nodes", "heartbeat", "n1", "--via", "ftp://x", "--token-file", tokenFile)
 		require.Equal(t, 2, res.Code, describe(res))
