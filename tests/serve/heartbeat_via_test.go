@@ -216,3 +216,39 @@ func TestAHeartbeatAgentViaTheDaemon(t *testing.T) {
 	require.False(t, nodeRecord(t, env, "n1").Session.Live)
 	require.Contains(t, errb.String(), "stopped, ending the session")
 }
+
+// TestAHeartbeatViaMutualTLS: with serve.tls.client_ca, a node presenting
+// the certificate of --tls-cert/--tls-key (and trusting the daemon through
+// --tls-ca) heartbeats; one without a certificate gets no answer and the
+// daemon is unavailable to it.
+func TestAHeartbeatViaMutualTLS(t *testing.T) {
+	env := testenv.NewEtcd(t)
+	if d := env.Daemon(); d != nil {
+		d.Stop(t)
+	}
+	env.Call(t, "storage", "add-node", obj{"nodename": "n1", "resource": obj{"storage": "1T"}}, nil)
+	dir := env.Dir
+	ca := newCA(t)
+	ca.issue(t, dir, "server", true)
+	ca.issue(t, dir, "client", false)
+	writePEM(t, filepath.Join(dir, "ca.pem"), "CERTIFICATE", ca.cert.Raw)
+	require.NoError(t, os.WriteFile(filepath.Join(dir, "token"), []byte("mtls-Token-31\n"), 0o600))
+	addr := testenv.FreeAddr(t)
+	writeConfig(t, env, env.ConfigYAML(), "http: "+addr, "token_file: token", "tls:", "  cert: server.pem", "  key: server-key.pem", "  client_ca: ca.pem")
+	env.Serve(t, addr)
+	base := "https://" + addr
+	args := []string{"nodes", "heartbeat", "n1", "--via", base, "--token-file", "token", "--tls-ca", "ca.pem", "--clock-sync", "SYNCHRONIZED", "-o", "json"}
+
+	var rec viaRecord
+	require.Eventually(t, func() bool {
+		res := env.Op(t, "storage", append(args, "--tls-cert", "client.pem", "--tls-key", "client-key.pem")...)
+		return res.Code == 0 && json.Unmarshal([]byte(res.Stdout), &rec) == nil
+	}, 20*time.Second, 50*time.Millisecond, "the daemon's HTTPS never answered the node")
+	require.True(t, rec.Session.Live)
+	require.NotNil(t, rec.Observation.Clock.UncertaintyMs)
+
+	res := env.Op(t, "storage", args...)
+	require.Equal(t, 7, res.Code, describe(res))
+	require.Contains(t, res.Stderr, "unavailable: daemon "+base+" cannot be reached")
+	require.Empty(t, res.Stdout)
+}
