@@ -29,7 +29,7 @@ func (r *runner) heartbeatCommand() *cli.Command {
 		ArgsUsage: "[NODE]",
 		Description: "NODE defaults to this host's name. With --interval the command runs until SIGTERM or SIGINT, " +
 			"then ends the session (the node is UNAVAILABLE at once) and prints the record.",
-		Flags: []cli.Flag{
+		Flags: append([]cli.Flag{
 			outputFlag(),
 			&cli.DurationFlag{Name: "ttl", Usage: "how long the session lives without another heartbeat, at most 10m", DefaultText: "nodes.session_ttl, 30s unless configured"},
 			&cli.DurationFlag{Name: "interval", Usage: "heartbeat every interval until stopped (shorter than --ttl)", DefaultText: "none: one heartbeat"},
@@ -37,7 +37,7 @@ func (r *runner) heartbeatCommand() *cli.Command {
 			&cli.StringFlag{Name: "proc-root", Value: "/proc", Usage: "read boot_id, meminfo and pressure under this folder"},
 			&cli.StringFlag{Name: "clock-sync", Usage: "report this clock state instead of the kernel's: SYNCHRONIZED or UNSYNCHRONIZED (with no error unless --clock-max-error)", DefaultText: "the kernel's"},
 			&cli.DurationFlag{Name: "clock-max-error", Usage: "report this maximum clock error instead of the kernel's", DefaultText: "the kernel's"},
-		},
+		}, viaFlags()...),
 		Action: Run(r, spec{name: "nodes heartbeat", nargs: 1, mode: config.WriteExisting, hostDefault: true, long: true}, func(op *operation) (nodes.Answer[*nodes.View], error) {
 			var none nodes.Answer[*nodes.View]
 			a, err := heartbeatArgs(op.c, op.cfg)
@@ -45,6 +45,16 @@ func (r *runner) heartbeatCommand() *cli.Command {
 				return none, err
 			}
 			node := op.args[0]
+			if !op.c.IsSet("via") {
+				for _, f := range []string{"token-file", "tls-ca", "tls-cert", "tls-key"} {
+					if op.c.IsSet(f) {
+						return none, types.Invalid("--%s goes with --via: without it the heartbeat is written to the store directly", f)
+					}
+				}
+			}
+			if op.c.IsSet("via") {
+				return r.heartbeatVia(op, node, a)
+			}
 			beat := func() (nodes.Answer[*nodes.View], error) {
 				var answer nodes.Answer[*nodes.View]
 				err := op.withStore(func(ctx context.Context, s store.Store) error {
@@ -69,6 +79,36 @@ func (r *runner) heartbeatCommand() *cli.Command {
 			})
 		}, viewTables),
 	}
+}
+
+// heartbeatVia is `nodes heartbeat --via URL`: the same measurement and
+// agent, sent through the daemon's HTTP API, which records it and measures
+// this host's clock offset. A --ttl not given takes the daemon's
+// nodes.session_ttl.
+func (r *runner) heartbeatVia(op *operation, node string, a heartbeatFlags) (nodes.Answer[*nodes.View], error) {
+	timeout := viaTimeout(op.cfg)
+	v, err := newViaClient(op.c, timeout)
+	if err != nil {
+		return nodes.Answer[*nodes.View]{}, err
+	}
+	ttl := ""
+	if op.c.IsSet("ttl") {
+		ttl = a.ttl.String()
+	}
+	beat := func() (nodes.Answer[*nodes.View], error) {
+		ctx, cancel := context.WithTimeout(context.Background(), timeout)
+		defer cancel()
+		return v.heartbeat(ctx, node, nodes.Measure(a.procRoot, a.clock), ttl, a.register)
+	}
+	answer, err := beat()
+	if err != nil || a.interval == 0 {
+		return answer, err
+	}
+	return r.heartbeatAgent(node, a.interval, answer, beat, func() (nodes.Answer[*nodes.View], error) {
+		ctx, cancel := context.WithTimeout(context.Background(), timeout)
+		defer cancel()
+		return v.endSession(ctx, node)
+	})
 }
 
 // heartbeatFlags are a heartbeat's settings, checked.
@@ -138,7 +178,7 @@ func (r *runner) heartbeatAgent(node string, interval time.Duration, first nodes
 		answer, err := beat()
 		if err != nil {
 			switch types.ClassOf(err) {
-			case types.Unavailable, types.DeadlineExceeded, types.Aborted, types.OutcomeUnknown:
+			case types.Unavailable, types.DeadlineExceeded, types.Aborted, types.OutcomeUnknown, types.ResourceExhausted:
 				r.line(where, err)
 				continue
 			}

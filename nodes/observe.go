@@ -15,13 +15,37 @@ import (
 
 // Measurement is what a heartbeat read on its host. A reading it could not
 // take is nil (or "" for the boot id), never zero.
+// Its JSON is what `nodes heartbeat --via` sends the daemon.
 type Measurement struct {
-	BootID           string
-	ClockSync        string // SYNCHRONIZED, UNSYNCHRONIZED or UNSPECIFIED
-	ClockMaxError    *time.Duration
-	MemoryAvailable  *int64
-	CPUPressureBP    *int64
-	MemoryPressureBP *int64
+	BootID           string         `json:"boot_id,omitempty"`
+	ClockSync        string         `json:"clock_sync,omitempty"` // SYNCHRONIZED, UNSYNCHRONIZED or UNSPECIFIED
+	ClockMaxError    *time.Duration `json:"clock_max_error_ns,omitempty"`
+	MemoryAvailable  *int64         `json:"memory_available_bytes,omitempty"`
+	CPUPressureBP    *int64         `json:"cpu_pressure_bp,omitempty"`
+	MemoryPressureBP *int64         `json:"memory_pressure_bp,omitempty"`
+	// Offset is the node's clock offset as the daemon measured it around
+	// the heartbeat (never sent by the node: the daemon sets it); nil when
+	// the heartbeat was written to the store directly.
+	Offset *ClockOffset `json:"-"`
+}
+
+// ClockOffset is a node's clock measured against the daemon's: Offset is
+// the node clock minus the daemon clock (positive: the node runs ahead),
+// true within ±Uncertainty.
+type ClockOffset struct {
+	Offset      time.Duration
+	Uncertainty time.Duration
+}
+
+// OffsetBetween measures a node's clock from one reading of it, nodeTime,
+// that the node took after the daemon answered at sent and before the
+// daemon received the next request at received (both on the daemon's
+// clock): the reading belongs to some daemon instant within the round
+// trip, so the offset is the reading minus the round trip's midpoint and
+// the uncertainty half the round trip.
+func OffsetBetween(nodeTime, sent, received time.Time) ClockOffset {
+	half := received.Sub(sent) / 2
+	return ClockOffset{Offset: nodeTime.Sub(sent.Add(half)), Uncertainty: half}
 }
 
 // ClockReading replaces the kernel's clock reading (--clock-sync,
@@ -134,6 +158,13 @@ func (m Measurement) observe(prev *Observation, now time.Time, memoryTight int64
 	if m.ClockMaxError != nil {
 		ms := m.ClockMaxError.Milliseconds()
 		o.Clock.MaxErrorMs = &ms
+	}
+	if m.Offset != nil {
+		// The offset to the nearest millisecond; the uncertainty is a
+		// bound, so rounded up (a loopback round trip is 1ms, not 0).
+		off := m.Offset.Offset.Round(time.Millisecond).Milliseconds()
+		unc := (m.Offset.Uncertainty + time.Millisecond - 1).Milliseconds()
+		o.Clock.OffsetMs, o.Clock.UncertaintyMs = &off, &unc
 	}
 	if prev != nil {
 		o.Version = prev.Version + 1

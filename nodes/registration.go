@@ -9,6 +9,7 @@
 package nodes
 
 import (
+	"fmt"
 	"strings"
 	"time"
 	"unicode"
@@ -101,11 +102,30 @@ type Observation struct {
 	MemoryTight *MemoryTight `json:"memory_tight,omitempty"`
 }
 
-// Clock is the kernel's view of the node's clock.
+// Clock is the kernel's view of the node's clock and, for a heartbeat sent
+// through the daemon, the daemon's measurement of its offset.
 type Clock struct {
-	Synchronization  string `json:"synchronization"` // SYNCHRONIZED, UNSYNCHRONIZED, UNSPECIFIED
-	MaxErrorMs       *int64 `json:"max_error_ms,omitempty"`
+	Synchronization string `json:"synchronization"` // SYNCHRONIZED, UNSYNCHRONIZED, UNSPECIFIED
+	MaxErrorMs      *int64 `json:"max_error_ms,omitempty"`
+	// OffsetMs is the node clock minus the daemon's (positive: the node
+	// runs ahead), true within ±UncertaintyMs, half the measuring round
+	// trip; both absent for a heartbeat written to the store directly.
+	OffsetMs         *int64 `json:"offset_ms,omitempty"`
+	UncertaintyMs    *int64 `json:"uncertainty_ms,omitempty"`
 	ExceedsTolerance bool   `json:"exceeds_tolerance"`
+}
+
+// offsetBeyond reports whether the measured offset, less its uncertainty,
+// is beyond the tolerance.
+func (c Clock) offsetBeyond(tolerance time.Duration) bool {
+	if c.OffsetMs == nil || c.UncertaintyMs == nil {
+		return false
+	}
+	off := time.Duration(*c.OffsetMs) * time.Millisecond
+	if off < 0 {
+		off = -off
+	}
+	return off-time.Duration(*c.UncertaintyMs)*time.Millisecond > tolerance
 }
 
 // Clock synchronisation states.
@@ -167,13 +187,14 @@ func (r *Registration) Status(live, holdsUsage bool, p Policy) Status {
 	}
 }
 
-// ClockExceeds reports whether the observed clock is unsynchronised or its
-// maximum error is beyond the tolerance.
+// ClockExceeds reports whether the observed clock is unsynchronised, its
+// maximum error is beyond the tolerance, or its measured offset less its
+// uncertainty is.
 func (o *Observation) ClockExceeds(tolerance time.Duration) bool {
 	if o == nil {
 		return false
 	}
-	if o.Clock.Synchronization == ClockUnsynchronized {
+	if o.Clock.Synchronization == ClockUnsynchronized || o.Clock.offsetBeyond(tolerance) {
 		return true
 	}
 	return o.Clock.MaxErrorMs != nil && time.Duration(*o.Clock.MaxErrorMs)*time.Millisecond > tolerance
@@ -236,6 +257,9 @@ func (o *Observation) clockReason(tolerance time.Duration) string {
 		if maxErr > tolerance {
 			out += " > " + tolerance.String()
 		}
+	}
+	if c := o.Clock; c.offsetBeyond(tolerance) {
+		out += fmt.Sprintf(", offset %+dms ± %dms beyond %s", *c.OffsetMs, *c.UncertaintyMs, tolerance)
 	}
 	return out
 }

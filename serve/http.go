@@ -19,14 +19,18 @@ import (
 )
 
 // nodeActions are the POST /v1/nodes/{id}:action operations.
-var nodeActions = []string{"drain", "cancel-drain", "isolate", "retire", "revoke", "admit"}
+// (":heartbeat" is the node's own, see heartbeat.go).
+var nodeActions = []string{"drain", "cancel-drain", "isolate", "retire", "revoke", "admit", "end-session"}
 
 // Handler is the daemon's HTTP API: /metrics, /healthz, /readyz and the
 // operator API under /v1/. token is the bearer token operator writes need
 // ("" makes the API read-only). Every request, whatever its path, passes
 // through admission first.
 func (d *Daemon) Handler(token string) http.Handler {
+	stamps := newStamper(time.Now)
 	mux := http.NewServeMux()
+	mux.Handle("GET /v1/clock", d.timed("GET /v1/clock", http.HandlerFunc(stamps.clock)))
+	heartbeat := d.timed("POST /v1/nodes/{id}:heartbeat", d.heartbeat(stamps, token))
 	mux.Handle("GET /metrics", d.timed("/metrics", d.metricsHandler()))
 	mux.HandleFunc("GET /healthz", func(w http.ResponseWriter, _ *http.Request) { _, _ = io.WriteString(w, "ok\n") })
 	mux.HandleFunc("GET /readyz", d.readyz)
@@ -44,7 +48,7 @@ func (d *Daemon) Handler(token string) http.Handler {
 		id, err := pathID(r.PathValue("id"))
 		return []string{"nodes", "get", id}, err
 	}))
-	mux.Handle("POST /v1/nodes/{action}", op("POST /v1/nodes/{id}:action", true, func(r *http.Request, body map[string]any) ([]string, error) {
+	action := op("POST /v1/nodes/{id}:action", true, func(r *http.Request, body map[string]any) ([]string, error) {
 		seg := r.PathValue("action")
 		i := strings.LastIndexByte(seg, ':')
 		if i < 0 || !contains(nodeActions, seg[i+1:]) {
@@ -55,6 +59,13 @@ func (d *Daemon) Handler(token string) http.Handler {
 			return nil, err
 		}
 		return append([]string{"nodes", seg[i+1:], id}, mutating(body)...), nil
+	})
+	mux.Handle("POST /v1/nodes/{action}", http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if strings.HasSuffix(r.PathValue("action"), ":heartbeat") {
+			heartbeat.ServeHTTP(w, r)
+			return
+		}
+		action.ServeHTTP(w, r)
 	}))
 	mux.Handle("GET /v1/overcommit/defaults", op("GET /v1/overcommit/defaults", false, func(*http.Request, map[string]any) ([]string, error) {
 		return []string{"overcommit", "get-defaults"}, nil
@@ -208,18 +219,9 @@ func (d *Daemon) operator(route string, write bool, token string, argsOf func(*h
 	return func(w http.ResponseWriter, r *http.Request) {
 		result := "ok"
 		defer func() { d.metrics.requests.WithLabelValues(route, result).Inc() }()
-		if write {
-			if token == "" {
-				result = "refused"
-				writeError(w, http.StatusForbidden, string(types.PermissionDenied), "the operator API is read-only: serve.token_file is not set")
-				return
-			}
-			got, ok := strings.CutPrefix(r.Header.Get("Authorization"), "Bearer ")
-			if !ok || subtle.ConstantTimeCompare([]byte(got), []byte(token)) != 1 {
-				result = "refused"
-				writeError(w, http.StatusUnauthorized, string(types.Unauthenticated), "a write needs the bearer token of serve.token_file")
-				return
-			}
+		if write && !authorized(w, r, token) {
+			result = "refused"
+			return
 		}
 		body := map[string]any{}
 		if r.Body != nil && (r.Method == http.MethodPost || r.Method == http.MethodPut || r.Method == http.MethodDelete) {
@@ -250,6 +252,21 @@ func (d *Daemon) operator(route string, write bool, token string, argsOf func(*h
 		class, msg := classOf(code, string(stderr))
 		writeError(w, httpStatus(class), string(class), msg)
 	}
+}
+
+// authorized checks a write's bearer token, answering the refusal when it
+// is missing or wrong, or when the daemon has none (read-only).
+func authorized(w http.ResponseWriter, r *http.Request, token string) bool {
+	if token == "" {
+		writeError(w, http.StatusForbidden, string(types.PermissionDenied), "the operator API is read-only: serve.token_file is not set")
+		return false
+	}
+	got, ok := strings.CutPrefix(r.Header.Get("Authorization"), "Bearer ")
+	if !ok || subtle.ConstantTimeCompare([]byte(got), []byte(token)) != 1 {
+		writeError(w, http.StatusUnauthorized, string(types.Unauthenticated), "a write needs the bearer token of serve.token_file")
+		return false
+	}
+	return true
 }
 
 // classOf recovers an operator command's error class from its exit status
