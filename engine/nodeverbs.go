@@ -17,7 +17,7 @@ func (e *Engine[N, W]) AddNode(ctx context.Context, req *types.Request) (any, er
 	if err != nil {
 		return nil, err
 	}
-	return e.write(ctx, req.Nodename, func(v *nodeView[N], env Env) (N, any, error) {
+	return e.writeAs(ctx, req.Nodename, writeMode{"add-node", false}, func(v *nodeView[N], env Env) (N, any, error) {
 		if v.known {
 			return v.rec, nil, types.Errorf(types.AlreadyExists, "node exists")
 		}
@@ -38,7 +38,7 @@ func (e *Engine[N, W]) RemoveNode(ctx context.Context, req *types.Request) (any,
 // and after.
 func (e *Engine[N, W]) SetCapacity(ctx context.Context, req *types.Request) (any, error) {
 	change := types.ChangeOf(req, false)
-	return e.write(ctx, req.Nodename, func(v *nodeView[N], env Env) (N, any, error) {
+	return e.writeAs(ctx, req.Nodename, writeMode{"set-node-resource-capacity", req.Delta}, func(v *nodeView[N], env Env) (N, any, error) {
 		if err := v.reg.RefuseRetired("capacity write"); err != nil {
 			return v.rec, nil, err
 		}
@@ -56,7 +56,7 @@ func (e *Engine[N, W]) SetCapacity(ctx context.Context, req *types.Request) (any
 // remove-node). It never starts a new life: a registration the removal left
 // (drained, isolated, a ledger) is found as it was.
 func (e *Engine[N, W]) SetInfo(ctx context.Context, req *types.Request) (any, error) {
-	return e.write(ctx, req.Nodename, func(v *nodeView[N], _ Env) (N, any, error) {
+	return e.writeAs(ctx, req.Nodename, writeMode{"set-node-resource-info", false}, func(v *nodeView[N], _ Env) (N, any, error) {
 		if err := v.reg.RefuseRetired("record"); err != nil {
 			return v.rec, nil, err
 		}
@@ -86,7 +86,7 @@ func (e *Engine[N, W]) SetUsage(ctx context.Context, req *types.Request) (any, e
 	if restore != nil && req.Delta {
 		return nil, types.Invalid("%s is a rollback snapshot: it is only replayed with delta=false", LedgerKey)
 	}
-	return e.write(ctx, req.Nodename, func(v *nodeView[N], env Env) (N, any, error) {
+	return e.writeAs(ctx, req.Nodename, writeMode{"set-node-resource-usage", req.Delta}, func(v *nodeView[N], env Env) (N, any, error) {
 		ledger := v.reg.Ledger(e.Res.Name()).Clone()
 		next, err := e.Res.NextUsage(v.rec, change, req.Delta, req.Incr)
 		if err != nil {
@@ -155,7 +155,7 @@ func (e *Engine[N, W]) FixNode(ctx context.Context, req *types.Request) (any, er
 	// when the usage itself moved, someone placed or removed work since the
 	// fix began, and writing the caller's sum would erase it.
 	var seen types.Amounts
-	return e.write(ctx, req.Nodename, func(v *nodeView[N], env Env) (N, any, error) {
+	return e.writeAs(ctx, req.Nodename, writeMode{"fix-node-resource", false}, func(v *nodeView[N], env Env) (N, any, error) {
 		if !v.known {
 			return v.rec, nil, types.Errorf(types.NotFound, "the %s plugin has no record of this node", e.Res.Name())
 		}

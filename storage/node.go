@@ -3,10 +3,12 @@ package storage
 import (
 	"encoding/json"
 	"fmt"
+	"maps"
 	"slices"
 	"sort"
 	"strings"
 
+	"github.com/eru-extend/resources/storage/pool"
 	"github.com/eru-extend/resources/types"
 )
 
@@ -40,6 +42,14 @@ type Resource struct {
 	// not unused, though its usage in bytes is 0. Usage only; absent in
 	// records written before it existed, which read as holding none.
 	ZeroByte map[string]int64 `json:"zero_byte_bindings,omitempty"`
+	// Pools and DefaultPool are the shared storage pools the node declares
+	// (capacity only, docs/pools.md); absent when none, so records without
+	// pools stay as they were.
+	Pools       map[string]pool.Declaration `json:"pools,omitempty"`
+	DefaultPool string                      `json:"default_pool,omitempty"`
+	// PoolObjects are the pool objects whose records this node keeps (usage
+	// only); their bytes are not part of Storage.
+	PoolObjects pool.Objects `json:"pool_objects,omitempty"`
 }
 
 // ZeroByteKey is the key of Resource.ZeroByte in the stored form.
@@ -83,6 +93,10 @@ func (r Resource) Clone() Resource {
 	for i, d := range r.Disks {
 		d.Mounts = slices.Clone(d.Mounts)
 		c.Disks[i] = d
+	}
+	c.Pools, c.DefaultPool = maps.Clone(r.Pools), r.DefaultPool
+	if len(r.PoolObjects) > 0 {
+		c.PoolObjects = r.PoolObjects.Clone()
 	}
 	return c
 }
@@ -224,7 +238,7 @@ func (n *Node) Validate() error {
 	if n.Usage.Storage > n.Capacity.Storage {
 		return errInvalid("storage usage would be %d bytes, above the capacity %d", n.Usage.Storage, n.Capacity.Storage)
 	}
-	return nil
+	return n.validatePools()
 }
 
 func (r *Resource) validate(what string) error {
@@ -293,6 +307,9 @@ func (r *Resource) amounts() types.Amounts {
 func (n *Node) WithHeld(a types.Amounts) *Node {
 	out := n.Clone()
 	out.Usage = resourceFromAmounts(a, &n.Capacity)
+	if len(n.Usage.PoolObjects) > 0 {
+		out.Usage.PoolObjects = n.Usage.PoolObjects.Clone()
+	}
 	out.Usage.normalize()
 	return out
 }

@@ -101,6 +101,7 @@ func (Plugin) Recompute(n *Node, workloads json.RawMessage, released types.Amoun
 		return n, diffs, nil
 	}
 	fixed := n.Clone()
+	computed.PoolObjects = fixed.Usage.PoolObjects
 	fixed.Usage = computed
 	return fixed, diffs, nil
 }

@@ -1,0 +1,155 @@
+package storage
+
+import (
+	"encoding/json"
+
+	"github.com/eru-extend/resources/engine"
+	"github.com/eru-extend/resources/storage/pool"
+	"github.com/eru-extend/resources/types"
+)
+
+// The storage pools of a node record (docs/pools.md): declarations in the
+// capacity, objects in the usage, and the pool records a node write links
+// to its own.
+
+// PoolKey is the store key of pool id's record. Pool records live outside
+// the node records' prefix, so that a range read of the nodes never meets
+// them.
+func PoolKey(id string) string { return "/" + pool.Key(id) }
+
+// PoolPrefix is where every pool record lives.
+const PoolPrefix = "/" + pool.KeyPrefix
+
+// Declarations are the pools the node declares.
+func (n *Node) Declarations() pool.Declarations {
+	return pool.Declarations{Pools: n.Capacity.Pools, DefaultPool: n.Capacity.DefaultPool}
+}
+
+// Objects are the pool objects the node's record keeps.
+func (n *Node) Objects() pool.Objects { return n.Usage.PoolObjects }
+
+// setDeclarations stores d in the capacity; empty members stay absent.
+func (r *Resource) setDeclarations(d pool.Declarations) {
+	r.Pools, r.DefaultPool = d.Pools, d.DefaultPool
+	if len(r.Pools) == 0 {
+		r.Pools = nil
+	}
+}
+
+// declare applies a request's pool declarations to the node's capacity: a
+// pool the node still keeps objects in cannot be dropped.
+func (n *Node) declare(req pool.DeclarationRequest) error {
+	change, err := pool.ApplyDeclarations(n.Declarations(), req, n.Objects().CountByPool())
+	if err != nil {
+		return err
+	}
+	n.Capacity.setDeclarations(change.Declarations)
+	return nil
+}
+
+// parsePools reads the pool members of a node request.
+func (q *NodeRequest) parsePools(m map[string]json.RawMessage) error {
+	if raw, ok := m["pools"]; ok && !types.IsNull(raw) {
+		pools, err := pool.ParsePools(raw)
+		if err != nil {
+			return err
+		}
+		q.Pools = pools
+	}
+	if raw, ok := m["default-pool"]; ok && !types.IsNull(raw) {
+		var s string
+		if err := json.Unmarshal(raw, &s); err != nil {
+			return errInvalid("default-pool: want a pool id, got %s", clip(raw))
+		}
+		id := ""
+		if s != "" {
+			var err error
+			if id, err = pool.ParseDefaultPool(s); err != nil {
+				return err
+			}
+		}
+		q.DefaultPool = &id
+	}
+	if raw, ok := m["rm-pools"]; ok && !types.IsNull(raw) {
+		var s string
+		if err := json.Unmarshal(raw, &s); err != nil {
+			return errInvalid("rm-pools: want \"p1,p2\", got %s", clip(raw))
+		}
+		ids, err := pool.ParseRmPools(s)
+		if err != nil {
+			return err
+		}
+		q.RmPools = ids
+	}
+	return nil
+}
+
+// storedDeclarations reads the stored-form pool members of a resource
+// (a rollback snapshot): absent members are no pools.
+func storedDeclarations(raw json.RawMessage) (pool.DeclarationRequest, error) {
+	m, err := types.DecodeObject(raw, "resource")
+	if err != nil || m == nil {
+		return pool.DeclarationRequest{}, err
+	}
+	d, err := pool.DecodeDeclarations(m["pools"], m["default_pool"])
+	if err != nil {
+		return pool.DeclarationRequest{}, err
+	}
+	pools := d.Pools
+	if pools == nil {
+		pools = map[string]pool.Declaration{}
+	}
+	def := d.DefaultPool
+	return pool.DeclarationRequest{Absolute: true, Pools: pools, DefaultPool: &def}, nil
+}
+
+// validatePools checks the record's declarations and objects, and that
+// each half of the record carries only its own pool members.
+func (n *Node) validatePools() error {
+	if err := n.Declarations().Validate(); err != nil {
+		return err
+	}
+	if err := n.Usage.PoolObjects.Validate(); err != nil {
+		return err
+	}
+	if len(n.Usage.Pools) > 0 || n.Usage.DefaultPool != "" {
+		return errInvalid("usage holds pool declarations: only capacity declares pools")
+	}
+	if len(n.Capacity.PoolObjects) > 0 {
+		return errInvalid("capacity holds pool objects: only usage keeps them")
+	}
+	return nil
+}
+
+// LinkedKeys are the pool records a write reads: every pool the write
+// declares anew (its record may have to be created).
+func (Plugin) LinkedKeys(_ string, before, after *Node) []string {
+	var keys []string
+	for _, id := range after.Declarations().IDs() {
+		if _, ok := before.Capacity.Pools[id]; !ok {
+			keys = append(keys, PoolKey(id))
+		}
+	}
+	return keys
+}
+
+// Link creates the record of every pool the write declares first, in the
+// node's transaction: version 0 and no capacity.
+func (Plugin) Link(l engine.Link, before, after *Node) (*Node, map[string][]byte, error) {
+	puts := map[string][]byte{}
+	for _, id := range after.Declarations().IDs() {
+		if _, ok := before.Capacity.Pools[id]; ok {
+			continue
+		}
+		key := PoolKey(id)
+		if _, ok := l.Get(key); ok {
+			continue
+		}
+		data, err := pool.NewRecord(id, l.Now).Encode()
+		if err != nil {
+			return nil, nil, types.Wrap(types.Internal, err, "pool "+id)
+		}
+		puts[key] = data
+	}
+	return after, puts, nil
+}
