@@ -52,3 +52,10 @@ func missing(have, need []string) []string {
 	}
 	return out
 }
+
+// Remover is implemented by a resource whose records may keep something
+// that forbids removing the node (storage's pool objects): CheckRemove
+// refuses remove-node, which then writes nothing.
+type Remover[N any] interface {
+	CheckRemove(n N) error
+}

@@ -116,7 +116,7 @@ func (e *Engine[N, W]) Deploy(ctx context.Context, req *types.Request) (any, err
 	if err != nil {
 		return nil, err
 	}
-	v, env, err := e.readNode(ctx, req.Nodename)
+	v, env, err := e.readPlacement(ctx, req.Nodename, w)
 	if err != nil {
 		return nil, err
 	}
@@ -273,4 +273,52 @@ func (e *Engine[N, W]) sample(ref types.NodeRef, v *nodeView[N], env Env, get fu
 		Key:    "core.node." + strings.ReplaceAll(ref.Nodename, ".", "_") + "." + e.Res.Name() + ".schedulable",
 		Value:  value,
 	}), nil
+}
+
+// PlacementReader is implemented by a resource whose plan of a workload
+// reads records besides the node's (storage's pool records): keys and
+// whole prefixes, read in the same consistent read as the node, handed to
+// the decision in env.Shared under their keys.
+type PlacementReader[W any] interface {
+	PlacementReads(w W) (keys, prefixes []string)
+}
+
+// readPlacement reads one node for calculate-deploy, with what the
+// resource's PlacementReader names for the request.
+func (e *Engine[N, W]) readPlacement(ctx context.Context, node string, w W) (*nodeView[N], Env, error) {
+	pr, ok := any(e.Res).(PlacementReader[W])
+	if !ok {
+		return e.readNode(ctx, node)
+	}
+	keys, prefixes := pr.PlacementReads(w)
+	if len(keys) == 0 && len(prefixes) == 0 {
+		return e.readNode(ctx, node)
+	}
+	s, err := e.Open(ctx, false)
+	if err != nil {
+		return nil, Env{}, err
+	}
+	snap, err := s.Read(ctx, dedupe(append(e.nodeKeys(node), keys...)), prefixes)
+	if err != nil {
+		return nil, Env{}, err
+	}
+	v, err := e.view(node, snap.Get)
+	if err != nil {
+		return nil, Env{}, err
+	}
+	env, err := e.env(snap.Get)
+	if err != nil {
+		return nil, Env{}, err
+	}
+	for _, k := range keys {
+		if val, ok := snap.Get(k); ok {
+			env.Shared[k] = val
+		}
+	}
+	for _, p := range prefixes {
+		for _, it := range snap.Under(p) {
+			env.Shared[it.Key] = it.Value
+		}
+	}
+	return v, env, nil
 }

@@ -138,8 +138,19 @@ func (p registered[N]) Release(data []byte) ([]byte, types.Amounts, error) {
 	for k := range held {
 		zero[k] = 0
 	}
-	out, err := p.r.Encode(p.r.WithHeld(n, zero))
+	n = p.r.WithHeld(n, zero)
+	if r, ok := p.r.(Releaser[N]); ok {
+		n = r.Release(n)
+	}
+	out, err := p.r.Encode(n)
 	return out, held, err
+}
+
+// Releaser is implemented by a resource whose records keep, besides the
+// usage the isolation ledger takes, use rights an isolation releases in
+// place (storage's pool objects, unheld but still reserving).
+type Releaser[N any] interface {
+	Release(n N) N
 }
 
 func (p registered[N]) LedgerView(a types.Amounts) any { return p.r.LedgerView(a) }

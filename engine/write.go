@@ -103,6 +103,11 @@ func (e *Engine[N, W]) remove(ctx context.Context, node string) error {
 		if err != nil || !v.known {
 			return err
 		}
+		if r, ok := any(e.Res).(Remover[N]); ok {
+			if err := r.CheckRemove(v.rec); err != nil {
+				return err
+			}
+		}
 		tx.Delete(e.recordKey(node))
 		return nodes.RecordRemoved(tx, node, e.Res.Name(), e.Plugins)
 	})

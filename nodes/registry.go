@@ -1,6 +1,7 @@
 package nodes
 
 import (
+	"bytes"
 	"context"
 	"encoding/json"
 	"fmt"
@@ -284,7 +285,7 @@ func (r *Registry) Isolate(ctx context.Context, node string, cmd Command) (Answe
 			if err != nil {
 				return nil, types.Wrap(types.Internal, err, p.Name()+" record of node "+node)
 			}
-			if held.IsZero() {
+			if held.IsZero() && bytes.Equal(next, data) {
 				continue
 			}
 			if !st.reg.Release(p.Name(), held) {

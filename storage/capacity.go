@@ -434,7 +434,11 @@ func (n *Node) NextUsage(resource, request, workloads json.RawMessage, delta, in
 			next[k] = 0
 		}
 	}
-	return n.WithHeld(next), nil
+	out := n.WithHeld(next)
+	if out.pending, err = n.usagePoolChange(request, resource, workloads, change, delta, incr); err != nil {
+		return nil, err
+	}
+	return out, nil
 }
 
 func addAmounts(a, b types.Amounts, sign int64) (types.Amounts, error) {

@@ -61,6 +61,9 @@ type Node struct {
 	Usage    Resource `json:"usage"`
 	// unknown marks the empty record of a node storage has never seen.
 	unknown bool
+	// pending is the pool part of a usage write, admitted in the write's
+	// transaction once the pool records are read (Plugin.Link).
+	pending *poolChange
 }
 
 // normalize makes nil collections empty, so they encode as {} and [].
@@ -103,7 +106,7 @@ func (r Resource) Clone() Resource {
 
 // Clone returns a deep copy.
 func (n *Node) Clone() *Node {
-	return &Node{Capacity: n.Capacity.Clone(), Usage: n.Usage.Clone()}
+	return &Node{Capacity: n.Capacity.Clone(), Usage: n.Usage.Clone(), pending: n.pending}
 }
 
 // disk returns the disk named device, or nil.

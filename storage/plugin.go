@@ -129,12 +129,17 @@ func (Plugin) Deploy(n *Node, w *WorkloadRequest, count int, env types.Env) (*ty
 	if err != nil {
 		return nil, err
 	}
+	poolVolumes, err := n.deployPools(w, count, env.Shared, wls)
+	if err != nil {
+		return nil, err
+	}
 	out := &types.Deploy{EnginesParams: make([]any, 0, len(wls)), WorkloadsResource: make([]any, 0, len(wls))}
-	for _, wl := range wls {
+	for i, wl := range wls {
 		params, err := wl.EngineParams()
 		if err != nil {
 			return nil, err
 		}
+		params.Volumes = append(params.Volumes, poolVolumes[i]...)
 		out.EnginesParams = append(out.EnginesParams, params)
 		out.WorkloadsResource = append(out.WorkloadsResource, wl)
 	}
@@ -173,6 +178,7 @@ func (Plugin) MetricsDescription() []types.MetricDescription {
 		{Name: "storage_capacity", Help: "bytes of storage the node offers", Type: "gauge", Labels: node},
 		{Name: "storage_volume_used", Help: "bytes of a volume device held by workloads", Type: "gauge", Labels: dev},
 		{Name: "storage_volume_capacity", Help: "bytes a volume device offers", Type: "gauge", Labels: dev},
+		{Name: "storage_pool_held_bytes", Help: "bytes of the pool objects whose use right the node holds, per pool", Type: "gauge", Labels: []string{"podname", "nodename", "pool"}},
 	}
 }
 
@@ -191,6 +197,11 @@ func (Plugin) Metrics(podname, nodename string, n *Node, _ types.Env) []types.Me
 			types.Metric{Name: "storage_volume_used", Labels: dl, Key: key + "used", Value: strconv.FormatInt(n.Usage.Volumes[dev], 10)},
 			types.Metric{Name: "storage_volume_capacity", Labels: dl, Key: key + "capacity", Value: strconv.FormatInt(n.Capacity.Volumes[dev], 10)},
 		)
+	}
+	held := n.Usage.PoolObjects.HeldBytes()
+	for _, id := range n.Declarations().IDs() {
+		out = append(out, types.Metric{Name: "storage_pool_held_bytes", Labels: []string{podname, nodename, id},
+			Key: base + "pool." + statsdName(id) + ".held", Value: strconv.FormatInt(held[id], 10)})
 	}
 	return out
 }

@@ -2,8 +2,11 @@ package storage
 
 import (
 	"encoding/json"
+	"maps"
+	"strings"
 
 	"github.com/eru-extend/resources/engine"
+	"github.com/eru-extend/resources/nodes"
 	"github.com/eru-extend/resources/storage/pool"
 	"github.com/eru-extend/resources/types"
 )
@@ -121,10 +124,19 @@ func (n *Node) validatePools() error {
 	return nil
 }
 
-// LinkedKeys are the pool records a write reads: every pool the write
-// declares anew (its record may have to be created).
-func (Plugin) LinkedKeys(_ string, before, after *Node) []string {
+// LinkedKeys are the records a write reads besides the node's: every pool
+// the write declares anew (its record may have to be created) and, for a
+// write that changes pool objects, every pool they live in and the node
+// records an attach takes objects from.
+func (Plugin) LinkedKeys(node string, before, after *Node) []string {
 	var keys []string
+	if objectsChange(before, after) {
+		for _, k := range linkedPoolKeys(before, after) {
+			if k != nodes.RecordPrefix("storage")+node {
+				keys = append(keys, k)
+			}
+		}
+	}
 	for _, id := range after.Declarations().IDs() {
 		if _, ok := before.Capacity.Pools[id]; !ok {
 			keys = append(keys, PoolKey(id))
@@ -133,10 +145,41 @@ func (Plugin) LinkedKeys(_ string, before, after *Node) []string {
 	return keys
 }
 
+// objectsChange reports whether a write may change the node's pool objects.
+func objectsChange(before, after *Node) bool {
+	return after.pending != nil || !maps.EqualFunc(before.Usage.PoolObjects, after.Usage.PoolObjects, func(a, b pool.Object) bool { return a == b })
+}
+
 // Link creates the record of every pool the write declares first, in the
-// node's transaction: version 0 and no capacity.
+// node's transaction (version 0, no capacity), and admits a write that
+// changes pool objects (pool.Admit) against the pool records read with it.
 func (Plugin) Link(l engine.Link, before, after *Node) (*Node, map[string][]byte, error) {
 	puts := map[string][]byte{}
+	if objectsChange(before, after) {
+		holders := map[string]*Node{}
+		if after.pending != nil {
+			for _, from := range after.pending.attaching {
+				if from == "" || from == l.Node {
+					continue
+				}
+				data, ok := l.Get(nodes.RecordPrefix("storage") + from)
+				if !ok {
+					continue
+				}
+				h, err := DecodeNode(data)
+				if err != nil {
+					return nil, nil, types.Wrap(types.DataLoss, err, "storage record of node "+from)
+				}
+				holders[from] = h
+			}
+		}
+		next, admitted, err := admitPools(l, before, after, holders)
+		if err != nil {
+			return nil, nil, err
+		}
+		after = next
+		maps.Copy(puts, admitted)
+	}
 	for _, id := range after.Declarations().IDs() {
 		if _, ok := before.Capacity.Pools[id]; ok {
 			continue
@@ -152,4 +195,25 @@ func (Plugin) Link(l engine.Link, before, after *Node) (*Node, map[string][]byte
 		puts[key] = data
 	}
 	return after, puts, nil
+}
+
+// Release is an isolation's part of the node's pool objects: every object
+// becomes unheld and stays in the record, still reserving (the data is in
+// the pool); another node may attach it.
+func (Plugin) Release(n *Node) *Node {
+	if len(n.Usage.PoolObjects) == 0 {
+		return n
+	}
+	out := n.Clone()
+	out.Usage.PoolObjects, _, _ = pool.Isolate(n.Usage.PoolObjects)
+	return out
+}
+
+// CheckRemove refuses to forget a node whose record keeps pool objects:
+// they reserve their pools' space, and only this record knows them.
+func (Plugin) CheckRemove(n *Node) error {
+	if k := len(n.Usage.PoolObjects); k > 0 {
+		return types.Errorf(types.FailedPrecondition, "the node keeps %d pool objects (%s); remove its workloads or attach the objects elsewhere first", k, strings.Join(n.Usage.PoolObjects.IDs(), ", "))
+	}
+	return nil
 }
