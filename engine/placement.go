@@ -46,9 +46,20 @@ func (e *Engine[N, W]) DeployCapacity(ctx context.Context, req *types.Request) (
 	caps := make([]types.NodeCapacity, len(names))
 	why := make([]string, len(names))
 	env.Ctx = ctx
+	ap, apportions := any(e.Res).(Apportioner[N, W])
+	var draws [][]string
+	if apportions {
+		if err := e.readShared(ctx, w, env); err != nil {
+			return nil, err
+		}
+		draws = make([][]string, len(names))
+	}
 	err = e.each(names, get, func(i int, v *nodeView[N]) {
 		if why[i] = v.reg.Refusal(e.Policy); why[i] != "" || ctx.Err() != nil {
 			return
+		}
+		if apportions {
+			draws[i] = ap.Draws(v.rec, w)
 		}
 		// A node the plugin never saw is Empty: it takes whatever asks for
 		// nothing of this resource.
@@ -67,6 +78,20 @@ func (e *Engine[N, W]) DeployCapacity(ctx context.Context, req *types.Request) (
 	// answer would be wrong, so the verb fails.
 	if err := ctx.Err(); err != nil {
 		return nil, types.Errorf(types.DeadlineExceeded, "the capacity query ran past the call's deadline (%v)", err)
+	}
+	if apportions {
+		limits := make([]int, len(names))
+		for i := range names {
+			if why[i] == "" {
+				limits[i] = caps[i].Capacity
+			}
+		}
+		for i, c := range ap.Apportion(w, names, draws, limits, env) {
+			if why[i] == "" && c <= 0 && caps[i].Capacity > 0 {
+				why[i] = "the shared storage the request draws on has no room left for this node"
+			}
+			caps[i].Capacity = c
+		}
 	}
 	e.logLeftOut("get-nodes-deploy-capacity", names, why)
 	for i, n := range names {
@@ -321,4 +346,46 @@ func (e *Engine[N, W]) readPlacement(ctx context.Context, node string, w W) (*no
 		}
 	}
 	return v, env, nil
+}
+
+// Apportioner is implemented by a resource whose workloads draw on
+// something several nodes share (storage's pools): core sums the per-node
+// capacities, so the shared room is dealt among the candidates after each
+// node's own limit is known.
+type Apportioner[N any, W any] interface {
+	PlacementReader[W]
+	// Draws names what a workload of w on this node draws on.
+	Draws(n N, w W) []string
+	// Apportion answers each node's capacity given its own limit (0 for a
+	// node left out) and what it draws on; env.Shared holds what
+	// PlacementReads named.
+	Apportion(w W, names []string, draws [][]string, limits []int, env Env) []int
+}
+
+// readShared reads what the resource's PlacementReader names for w into
+// env.Shared.
+func (e *Engine[N, W]) readShared(ctx context.Context, w W, env Env) error {
+	keys, prefixes := any(e.Res).(PlacementReader[W]).PlacementReads(w)
+	if len(keys) == 0 && len(prefixes) == 0 {
+		return nil
+	}
+	s, err := e.Open(ctx, false)
+	if err != nil {
+		return err
+	}
+	snap, err := s.Read(ctx, keys, prefixes)
+	if err != nil {
+		return err
+	}
+	for _, k := range keys {
+		if val, ok := snap.Get(k); ok {
+			env.Shared[k] = val
+		}
+	}
+	for _, p := range prefixes {
+		for _, it := range snap.Under(p) {
+			env.Shared[it.Key] = it.Value
+		}
+	}
+	return nil
 }

@@ -386,3 +386,87 @@ func (n *Node) usagePoolChange(request, resource, workloads json.RawMessage, cha
 	}
 	return pc, nil
 }
+
+// unreachable is what a node draws on when a pool binding cannot go there
+// (no default pool, a pool it does not declare): it has no slot.
+const unreachable = ""
+
+// Draws are the pools a workload of w takes new objects from on this node.
+func (Plugin) Draws(n *Node, w *WorkloadRequest) []string {
+	var out []string
+	for _, b := range w.Pools {
+		if b.Object != "" {
+			continue
+		}
+		id, err := n.poolOf(b)
+		if err != nil {
+			id = unreachable
+		}
+		out = append(out, id)
+	}
+	return out
+}
+
+// Apportion deals each pool's slots (floor(free / bytes asked in it per
+// workload)) round-robin among the candidate nodes, after each node's own
+// limit: core sums the capacities, so Σ over nodes never exceeds what a
+// pool holds. A request that attaches an existing object fits at most
+// once.
+func (Plugin) Apportion(w *WorkloadRequest, names []string, draws [][]string, limits []int, env types.Env) []int {
+	out := slices.Clone(limits)
+	if len(w.Pools) == 0 {
+		return out
+	}
+	attach := false
+	for _, b := range w.Pools {
+		attach = attach || b.Object != ""
+	}
+	pools, err := poolRecords(env.Shared)
+	if err != nil {
+		return make([]int, len(limits))
+	}
+	perWorkload := map[string]int64{}
+	cands := make([]pool.Candidate, 0, len(names))
+	for i, name := range names {
+		limit := limits[i]
+		if attach {
+			limit = min(limit, 1)
+		}
+		mine := map[string]int64{}
+		for j, id := range draws[i] {
+			if j < len(w.Pools) {
+				mine[id] += newObjectSize(w, j)
+			}
+		}
+		for id, b := range mine {
+			perWorkload[id] = max(perWorkload[id], b)
+		}
+		cands = append(cands, pool.Candidate{Node: name, Limit: limit, Pools: draws[i]})
+	}
+	slots := map[string]int{}
+	for id, b := range perWorkload {
+		if id != unreachable {
+			slots[id] = pool.Slots(pools[id], true, b)
+		}
+	}
+	got := pool.Apportion(cands, slots)
+	for i, name := range names {
+		out[i] = got[name]
+	}
+	return out
+}
+
+// newObjectSize is the size of the j-th new-object binding of w.
+func newObjectSize(w *WorkloadRequest, j int) int64 {
+	k := 0
+	for _, b := range w.Pools {
+		if b.Object != "" {
+			continue
+		}
+		if k == j {
+			return b.Size
+		}
+		k++
+	}
+	return 0
+}
