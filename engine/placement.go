@@ -155,7 +155,7 @@ func (e *Engine[N, W]) Deploy(ctx context.Context, req *types.Request) (any, err
 // Realloc plans a workload's resize; a node that takes no new work refuses
 // growth only.
 func (e *Engine[N, W]) Realloc(ctx context.Context, req *types.Request) (any, error) {
-	v, env, err := e.readNode(ctx, req.Nodename)
+	v, env, err := e.readRealloc(ctx, req.Nodename)
 	if err != nil {
 		return nil, err
 	}
@@ -316,6 +316,12 @@ func (e *Engine[N, W]) readPlacement(ctx context.Context, node string, w W) (*no
 		return e.readNode(ctx, node)
 	}
 	keys, prefixes := pr.PlacementReads(w)
+	return e.readWith(ctx, node, keys, prefixes)
+}
+
+// readWith reads one node and the given keys and prefixes in one
+// consistent read; what they hold is handed to the decision in env.Shared.
+func (e *Engine[N, W]) readWith(ctx context.Context, node string, keys, prefixes []string) (*nodeView[N], Env, error) {
 	if len(keys) == 0 && len(prefixes) == 0 {
 		return e.readNode(ctx, node)
 	}
@@ -388,4 +394,21 @@ func (e *Engine[N, W]) readShared(ctx context.Context, w W, env Env) error {
 		}
 	}
 	return nil
+}
+
+// ReallocReader is implemented by a resource whose resize of a workload
+// reads records besides the node's (storage's pool records).
+type ReallocReader interface {
+	ReallocReads() (keys, prefixes []string)
+}
+
+// readRealloc reads one node for calculate-realloc, with what the
+// resource's ReallocReader names, in one consistent read.
+func (e *Engine[N, W]) readRealloc(ctx context.Context, node string) (*nodeView[N], Env, error) {
+	rr, ok := any(e.Res).(ReallocReader)
+	if !ok {
+		return e.readNode(ctx, node)
+	}
+	keys, prefixes := rr.ReallocReads()
+	return e.readWith(ctx, node, keys, prefixes)
 }

@@ -160,7 +160,13 @@ func (Plugin) Realloc(n *Node, workload, request json.RawMessage, env types.Env)
 	if err != nil {
 		return nil, false, err
 	}
-	return &types.Realloc{EngineParams: res.Engine, DeltaResource: res.Delta, WorkloadResource: res.Workload}, res.Grows, nil
+	volumes, grows, changed, err := n.reallocPools(old, req, env.Shared, res.Workload, res.Delta)
+	if err != nil {
+		return nil, false, err
+	}
+	res.Engine.Volumes = append(res.Engine.Volumes, volumes...)
+	res.Engine.VolumeChanged = res.Engine.VolumeChanged || changed
+	return &types.Realloc{EngineParams: res.Engine, DeltaResource: res.Delta, WorkloadResource: res.Workload}, res.Grows || grows, nil
 }
 
 // MostIdle answers the first node with priority 1: storage has no

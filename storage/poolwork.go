@@ -470,3 +470,113 @@ func newObjectSize(w *WorkloadRequest, j int) int64 {
 	}
 	return 0
 }
+
+// ReallocReads are the records calculate-realloc reads besides the node's:
+// every pool record (a pool volume's growth is admitted against it).
+func (Plugin) ReallocReads() (keys, prefixes []string) { return nil, []string{PoolPrefix} }
+
+// reallocPools resizes a workload's pool volumes by the request's deltas,
+// matched by destination: a growth is admitted against its pool (and again
+// at the usage write), a shrink always passes, the object id is kept; a
+// volume shrunk to nothing goes, and a new one is a new object. It fills
+// the new workload's pool plans and the delta's signed ones, and answers
+// the engine volumes and whether a pool volume came or went.
+func (n *Node) reallocPools(old *Workload, req *WorkloadRequest, shared map[string][]byte, wl, delta *Workload) ([]string, bool, bool, error) {
+	wl.PoolPlanRequest, wl.PoolPlanLimit = pool.Plans{}, pool.Plans{}
+	delta.PoolPlanRequest, delta.PoolPlanLimit = pool.Plans{}, pool.Plans{}
+	if len(old.PoolPlanRequest) == 0 && len(req.Pools) == 0 {
+		return nil, false, false, nil
+	}
+	pools, err := poolRecords(shared)
+	if err != nil {
+		return nil, false, false, err
+	}
+	type entry struct {
+		binding *pool.Binding
+		plan    pool.Plan
+	}
+	var cur []entry
+	for _, key := range slices.Sorted(maps.Keys(old.PoolPlanRequest)) {
+		b, err := pool.ParseBinding(key, true)
+		if err != nil {
+			return nil, false, false, err
+		}
+		cur = append(cur, entry{b, old.PoolPlanRequest[key]})
+	}
+	grows, changed := false, false
+	for _, d := range req.Pools {
+		i := slices.IndexFunc(cur, func(e entry) bool {
+			return e.binding.Destination == d.Destination && (d.Pool == "" || d.Pool == e.plan.Pool)
+		})
+		if i < 0 {
+			if d.Size <= 0 || d.Object != "" {
+				return nil, false, false, errInvalid("pool volume %s: the workload has no pool volume at %s to resize", d, d.Destination)
+			}
+			id, err := n.poolOf(d)
+			if err != nil {
+				return nil, false, false, err
+			}
+			rec := pools[id]
+			if rec == nil {
+				return nil, false, false, types.Errorf(types.FailedPrecondition, "pool %s has no record", id)
+			}
+			if err := pool.Room(rec, d.Size); err != nil {
+				return nil, false, false, err
+			}
+			object, err := pool.MintObjectID(rand.Reader)
+			if err != nil {
+				return nil, false, false, types.Wrap(types.Internal, err, "pool volume")
+			}
+			nb := *d
+			cur = append(cur, entry{&nb, pool.Plan{Pool: id, Object: object, Bytes: d.Size}})
+			delta.PoolPlanRequest[nb.String()] = pool.Plan{Pool: id, Object: object, Bytes: d.Size}
+			grows, changed = true, true
+			continue
+		}
+		e := cur[i]
+		if d.Size == 0 {
+			continue
+		}
+		if obj, ok := n.Usage.PoolObjects[e.plan.Object]; ok && obj.MovingTo != "" {
+			return nil, false, false, types.Errorf(types.Unavailable, "object %s is moving to pool %s (command %s); resize it once the move settles", e.plan.Object, obj.MovingTo, obj.MoveCommandID)
+		}
+		if d.Size > 0 {
+			rec := pools[e.plan.Pool]
+			if rec == nil {
+				return nil, false, false, types.Errorf(types.FailedPrecondition, "pool %s has no record", e.plan.Pool)
+			}
+			if rec.Lost() {
+				return nil, false, false, types.Errorf(types.FailedPrecondition, "object %s is LOST: pool %s was declared lost", e.plan.Object, e.plan.Pool)
+			}
+			if err := pool.Room(rec, d.Size); err != nil {
+				return nil, false, false, err
+			}
+			grows = true
+		}
+		size := max(e.plan.Bytes+d.Size, 0)
+		step := size - e.plan.Bytes
+		nb := *e.binding
+		if nb.Object == "" {
+			nb.Size = size
+		}
+		delta.PoolPlanRequest[nb.String()] = pool.Plan{Pool: e.plan.Pool, Object: e.plan.Object, Bytes: step}
+		if size == 0 {
+			cur = slices.Delete(cur, i, i+1)
+			changed = true
+			continue
+		}
+		cur[i] = entry{&nb, pool.Plan{Pool: e.plan.Pool, Object: e.plan.Object, Bytes: size}}
+	}
+	var volumes []string
+	for _, e := range cur {
+		wl.PoolPlanRequest[e.binding.String()] = e.plan
+		wl.PoolPlanLimit[e.binding.String()] = e.plan
+		path := ""
+		if d, ok := n.Capacity.Pools[e.plan.Pool]; ok {
+			path = d.Path
+		}
+		volumes = append(volumes, e.binding.EngineForm(path, e.plan.Object, e.plan.Bytes))
+	}
+	delta.PoolPlanLimit = maps.Clone(delta.PoolPlanRequest)
+	return volumes, grows, changed, nil
+}
