@@ -97,11 +97,19 @@ func (Plugin) Recompute(n *Node, workloads json.RawMessage, released types.Amoun
 	if err != nil {
 		return nil, nil, err
 	}
+	objects, poolDiffs, err := n.recomputeObjects(list)
+	if err != nil {
+		return nil, nil, err
+	}
+	diffs = append(diffs, poolDiffs...)
 	if len(diffs) == 0 {
 		return n, diffs, nil
 	}
 	fixed := n.Clone()
 	computed.PoolObjects = fixed.Usage.PoolObjects
+	if len(poolDiffs) > 0 {
+		computed.PoolObjects = objects
+	}
 	fixed.Usage = computed
 	return fixed, diffs, nil
 }

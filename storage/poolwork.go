@@ -580,3 +580,55 @@ func (n *Node) reallocPools(old *Workload, req *WorkloadRequest, shared map[stri
 	delta.PoolPlanLimit = maps.Clone(delta.PoolPlanRequest)
 	return volumes, grows, changed, nil
 }
+
+// recomputeObjects derives the node's pool objects from its workloads'
+// plans and lists every disagreement with the record: an object the
+// workloads do not hold (an orphan of a half-failed deploy), one they hold
+// that the record lacks, one with other bytes. An object the record keeps
+// unheld (released by an isolation) is not the workloads' to claim: it is
+// no diff while they still list it, nor when they no longer do.
+func (n *Node) recomputeObjects(list []*Workload) (pool.Objects, []string, error) {
+	var plans []pool.Plans
+	for _, w := range list {
+		plans = append(plans, w.PoolPlanRequest)
+	}
+	sum, err := pool.SumPlans(plans...)
+	if err != nil {
+		return nil, nil, err
+	}
+	have := n.Usage.PoolObjects
+	out := pool.Objects{}
+	var diffs []string
+	for _, id := range slices.Sorted(maps.Keys(sum)) {
+		a := sum[id]
+		obj, ok := have[id]
+		switch {
+		case !ok:
+			diffs = append(diffs, "pool object "+id+" in pool "+a.Pool+": workloads hold "+itoa(a.Bytes)+" bytes, the node's record has no such object")
+			out[id] = pool.Object{Pool: a.Pool, Bytes: a.Bytes, Held: true}
+		case !obj.Held:
+			out[id] = obj
+		case obj.Bytes != a.Bytes || obj.Pool != a.Pool:
+			diffs = append(diffs, "pool object "+id+": workloads hold "+itoa(a.Bytes)+" bytes in pool "+a.Pool+", the node's record "+itoa(obj.Bytes)+" bytes in pool "+obj.Pool)
+			obj.Pool, obj.Bytes = a.Pool, a.Bytes
+			out[id] = obj
+		default:
+			out[id] = obj
+		}
+	}
+	for _, id := range have.IDs() {
+		if _, ok := sum[id]; ok {
+			continue
+		}
+		obj := have[id]
+		if !obj.Held {
+			out[id] = obj
+			continue
+		}
+		diffs = append(diffs, "pool object "+id+" in pool "+obj.Pool+": the node's record holds "+itoa(obj.Bytes)+" bytes, no workload holds it")
+	}
+	if len(out) == 0 {
+		out = nil
+	}
+	return out, diffs, nil
+}
