@@ -320,7 +320,8 @@ func (e *Engine[N, W]) readPlacement(ctx context.Context, node string, w W) (*no
 }
 
 // readWith reads one node and the given keys and prefixes in one
-// consistent read; what they hold is handed to the decision in env.Shared.
+// consistent read; what they hold, and the node's registration, is handed
+// to the decision in env.Shared.
 func (e *Engine[N, W]) readWith(ctx context.Context, node string, keys, prefixes []string) (*nodeView[N], Env, error) {
 	if len(keys) == 0 && len(prefixes) == 0 {
 		return e.readNode(ctx, node)
@@ -341,7 +342,7 @@ func (e *Engine[N, W]) readWith(ctx context.Context, node string, keys, prefixes
 	if err != nil {
 		return nil, Env{}, err
 	}
-	for _, k := range keys {
+	for _, k := range append(keys, nodes.RegistrationKey(node)) {
 		if val, ok := snap.Get(k); ok {
 			env.Shared[k] = val
 		}

@@ -22,6 +22,16 @@ type Measurement struct {
 	MemoryAvailable  *int64
 	CPUPressureBP    *int64
 	MemoryPressureBP *int64
+	// Pools is what the heartbeat found at each storage pool path the node
+	// declares (nil: not checked).
+	Pools map[string]PoolCheck
+}
+
+// PoolCheck is what a heartbeat found at one declared storage pool path:
+// a failing path makes the node's attachment to the pool unavailable.
+type PoolCheck struct {
+	Available bool   `json:"available"`
+	Reason    string `json:"reason,omitempty"`
 }
 
 // ClockReading replaces the kernel's clock reading (--clock-sync,
@@ -130,6 +140,9 @@ func (m Measurement) observe(prev *Observation, now time.Time, memoryTight int64
 	}
 	if o.Clock.Synchronization == "" {
 		o.Clock.Synchronization = ClockUnspecified
+	}
+	if len(m.Pools) > 0 {
+		o.Pools = m.Pools
 	}
 	if m.ClockMaxError != nil {
 		ms := m.ClockMaxError.Milliseconds()

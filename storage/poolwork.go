@@ -90,14 +90,36 @@ func poolRecords(shared map[string][]byte) (map[string]*pool.Record, error) {
 	return out, nil
 }
 
-// reach is the node's attachments: declared pools, available unless lost.
-func (n *Node) reach(pools map[string]*pool.Record) map[string]bool {
+// reach is the node's attachments: declared pools, available unless lost
+// or the last heartbeat found the path failing (checks).
+func (n *Node) reach(pools map[string]*pool.Record, checks map[string]nodes.PoolCheck) map[string]bool {
 	out := map[string]bool{}
 	for id := range n.Capacity.Pools {
 		rec := pools[id]
-		out[id] = rec == nil || !rec.Lost()
+		c, checked := checks[id]
+		out[id] = (rec == nil || !rec.Lost()) && (!checked || c.Available)
 	}
 	return out
+}
+
+// pathChecks are the pool path checks of the registration among what was
+// read (nil when the node never heartbeat).
+func pathChecks(node string, get func(string) ([]byte, bool)) map[string]nodes.PoolCheck {
+	e, err := nodes.ReadEntry(node, get)
+	if err != nil || e.Reg == nil || e.Reg.Observation == nil {
+		return nil
+	}
+	return e.Reg.Observation.Pools
+}
+
+// sharedChecks finds the node's path checks among a placement's reads.
+func sharedChecks(shared map[string][]byte) map[string]nodes.PoolCheck {
+	for k := range shared {
+		if name, ok := strings.CutPrefix(k, nodes.RegistrationPrefix); ok {
+			return pathChecks(name, func(key string) ([]byte, bool) { v, ok := shared[key]; return v, ok })
+		}
+	}
+	return nil
 }
 
 // poolOf resolves the pool of a binding on this node.
@@ -127,7 +149,7 @@ func (n *Node) deployPools(w *WorkloadRequest, count int, shared map[string][]by
 	if err != nil {
 		return nil, err
 	}
-	reach := n.reach(pools)
+	reach := n.reach(pools, sharedChecks(shared))
 	ids := make([]string, len(w.Pools))
 	perWorkload := map[string]int64{}
 	attached := map[int]pool.Object{}
@@ -317,7 +339,7 @@ func admitPools(l engine.Link, before, after *Node, holders map[string]*Node) (*
 		others[name] = h.Usage.PoolObjects
 	}
 	w := pool.Write{
-		Node: l.Node, Isolated: l.Isolated, Reach: after.reach(pools), Before: before.Usage.PoolObjects,
+		Node: l.Node, Isolated: l.Isolated, Reach: after.reach(pools, pathChecks(l.Node, l.Get)), Before: before.Usage.PoolObjects,
 		Change: pc.change, Attaching: slices.Sorted(maps.Keys(pc.attaching)), Others: others, Pools: pools, Restore: pc.restore,
 	}
 	if w.Before == nil {

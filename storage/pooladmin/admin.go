@@ -133,7 +133,13 @@ func (st *state) view(rec *pool.Record) pool.View {
 	var atts []pool.Attachment
 	for _, m := range st.members(rec.ID) {
 		n := st.nodes[m.Node]
-		if att, ok := pool.AttachmentOf(m.Node, rec, n.Declarations(), nil, n.Objects()); ok {
+		var check *pool.PathCheck
+		if e := st.entries[m.Node]; e.Reg != nil && e.Reg.Observation != nil {
+			if c, ok := e.Reg.Observation.Pools[rec.ID]; ok {
+				check = &pool.PathCheck{Available: c.Available, Reason: c.Reason}
+			}
+		}
+		if att, ok := pool.AttachmentOf(m.Node, rec, n.Declarations(), check, n.Objects()); ok {
 			atts = append(atts, att)
 		}
 	}
