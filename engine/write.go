@@ -18,20 +18,23 @@ import (
 // creates the registration on the node's first write and stores it with the
 // record when it changed.
 func (e *Engine[N, W]) write(ctx context.Context, node string, fn func(v *nodeView[N], env Env) (N, any, error)) (any, error) {
-	return e.writeAs(ctx, node, writeMode{}, fn)
+	return e.writeAs(ctx, node, writeMode[N]{}, fn)
 }
 
 // writeMode says which verb writes and in which mode, for a resource's
 // linked records (Linked).
-type writeMode struct {
+type writeMode[N any] struct {
 	verb  string
 	delta bool
+	// answer, when set, renders the answer from the record actually
+	// stored, once Link has adjusted it (a usage write's after).
+	answer func(next N) (any, error)
 }
 
 // writeAs is write for a verb whose resource may link other records to the
 // node's (Linked): their keys are read in the same transaction and their
 // writes committed with the record, under compares on all of them.
-func (e *Engine[N, W]) writeAs(ctx context.Context, node string, mode writeMode, fn func(v *nodeView[N], env Env) (N, any, error)) (any, error) {
+func (e *Engine[N, W]) writeAs(ctx context.Context, node string, mode writeMode[N], fn func(v *nodeView[N], env Env) (N, any, error)) (any, error) {
 	s, err := e.Open(ctx, true)
 	if err != nil {
 		return nil, err
@@ -66,6 +69,11 @@ func (e *Engine[N, W]) writeAs(ctx context.Context, node string, mode writeMode,
 				l := Link{Node: node, Verb: mode.verb, Delta: mode.delta, Isolated: v.reg.Isolated(), Retired: v.reg.Retired(), Now: now, Get: tx.Get}
 				if next, puts, err = linked.Link(l, v.rec, next); err != nil {
 					return err
+				}
+				if mode.answer != nil {
+					if out, err = mode.answer(next); err != nil {
+						return err
+					}
 				}
 			}
 			answer = out

@@ -145,6 +145,9 @@ func TestPoolWorkedFlow(t *testing.T) {
 			var ba beforeAfter
 			env.Call(t, "storage", "set-node-resource-usage", obj{"nodename": "n2", "workloads_resource": d.WorkloadsResource, "delta": true, "incr": true}, &ba)
 			require.Equal(t, 400*gib, poolGet(t, env, "ceph-a").Reserved)
+			object := poolPlans(t, d.WorkloadsResource[0])["POOL@ceph-a:/data:rw:107374182400:0:0:0:0"].Object
+			require.NotContains(t, string(ba.Before), object)
+			require.Contains(t, string(ba.After), object, "the answer's after is the record stored, pool objects included")
 			env.Call(t, "storage", "set-node-resource-usage", obj{"nodename": "n2", "resource": ba.Before, "delta": false}, nil)
 			require.Equal(t, 300*gib, poolGet(t, env, "ceph-a").Reserved)
 			require.Len(t, poolObjects(t, env, "n2"), 1)
