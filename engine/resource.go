@@ -151,6 +151,26 @@ func (p registered[N]) Release(data []byte) ([]byte, types.Amounts, error) {
 // place (storage's pool objects, unheld but still reserving).
 type Releaser[N any] interface {
 	Release(n N) N
+	// ReleasedFigures count what Release released, by the names
+	// IsolationFigures lists.
+	ReleasedFigures(before, after N) []types.Figure
+}
+
+// ReleasedFigures counts what an isolation released in place (Releaser).
+func (p registered[N]) ReleasedFigures(before, after []byte) []types.Figure {
+	r, ok := p.r.(Releaser[N])
+	if !ok {
+		return nil
+	}
+	b, err := p.r.Decode(before)
+	if err != nil {
+		return nil
+	}
+	a, err := p.r.Decode(after)
+	if err != nil {
+		return nil
+	}
+	return r.ReleasedFigures(b, a)
 }
 
 func (p registered[N]) LedgerView(a types.Amounts) any { return p.r.LedgerView(a) }

@@ -292,8 +292,11 @@ func (r *Registry) Isolate(ctx context.Context, node string, cmd Command) (Answe
 				return nil, types.Errorf(types.Internal, "node %s: the %s ledger would overflow", node, p.Name())
 			}
 			tx.Put(p.RecordPrefix()+node, next)
-			st.records[p.Name()] = next
 			res.add(p.IsolationFigures(held))
+			if rf, ok := p.(releasedFigures); ok {
+				res.add(rf.ReleasedFigures(data, next))
+			}
+			st.records[p.Name()] = next
 		}
 		st.reg.Isolated = true
 		st.reg.IsolatedIncarnation = st.reg.Incarnation
@@ -400,4 +403,11 @@ func (r *Registry) Forget(ctx context.Context, node string, cmd Command) (Answer
 		tx.Delete(SessionKey(node))
 		return before, nil
 	})
+}
+
+// releasedFigures is implemented by a plugin whose records keep use rights
+// an isolation releases in place, outside the ledger (storage's pool
+// objects): it counts them for the isolate answer.
+type releasedFigures interface {
+	ReleasedFigures(before, after []byte) []types.Figure
 }

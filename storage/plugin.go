@@ -59,7 +59,8 @@ func (Plugin) IsolationFigures(a types.Amounts) []types.Figure {
 			vols++
 		}
 	}
-	return []types.Figure{{Name: "released_volumes", Value: vols}, {Name: "released_storage_bytes", Value: a["storage"]}}
+	return []types.Figure{{Name: "released_volumes", Value: vols}, {Name: "released_storage_bytes", Value: a["storage"]},
+		{Name: "released_pool_objects", Value: 0}, {Name: "released_pool_bytes", Value: 0}}
 }
 
 // AddNode builds a new node's record.

@@ -217,3 +217,15 @@ func (Plugin) CheckRemove(n *Node) error {
 	}
 	return nil
 }
+
+// ReleasedFigures count the pool objects and bytes an isolation unheld.
+func (Plugin) ReleasedFigures(before, after *Node) []types.Figure {
+	var objects, bytes int64
+	for id, obj := range before.Usage.PoolObjects {
+		if a, ok := after.Usage.PoolObjects[id]; obj.Held && ok && !a.Held {
+			objects++
+			bytes += obj.Bytes
+		}
+	}
+	return []types.Figure{{Name: "released_pool_objects", Value: objects}, {Name: "released_pool_bytes", Value: bytes}}
+}

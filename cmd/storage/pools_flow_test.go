@@ -154,7 +154,13 @@ func TestPoolWorkedFlow(t *testing.T) {
 			noDrift(t, env)
 		})
 		t.Run("n1 isolated: its objects are unheld and still reserve", func(t *testing.T) {
-			env.OpOK(t, "storage", nil, "nodes", "isolate", "n1")
+			var out struct {
+				Objects int64 `json:"released_pool_objects"`
+				Bytes   int64 `json:"released_pool_bytes"`
+			}
+			env.OpOK(t, "storage", &out, "nodes", "isolate", "n1")
+			require.Equal(t, int64(2), out.Objects)
+			require.Equal(t, 200*gib, out.Bytes)
 			for id, o := range poolObjects(t, env, "n1") {
 				require.False(t, o.Held, "object %s", id)
 			}
