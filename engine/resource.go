@@ -178,3 +178,28 @@ func (p registered[N]) LedgerView(a types.Amounts) any { return p.r.LedgerView(a
 func (p registered[N]) IsolationFigures(a types.Amounts) []types.Figure {
 	return p.r.IsolationFigures(a)
 }
+
+// Retirer is implemented by a resource whose records keep something a
+// node's retirement ends in the same transaction (storage's pool
+// declarations).
+type Retirer[N any] interface {
+	// Retire answers the record after and whether anything ended.
+	Retire(n N) (N, bool)
+}
+
+// Retiring ends what the record of a retiring node keeps (Retirer).
+func (p registered[N]) Retiring(data []byte) ([]byte, error) {
+	r, ok := p.r.(Retirer[N])
+	if !ok {
+		return data, nil
+	}
+	n, err := p.r.Decode(data)
+	if err != nil {
+		return nil, err
+	}
+	next, changed := r.Retire(n)
+	if !changed {
+		return data, nil
+	}
+	return p.r.Encode(next)
+}

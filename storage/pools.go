@@ -229,3 +229,15 @@ func (Plugin) ReleasedFigures(before, after *Node) []types.Figure {
 	}
 	return []types.Figure{{Name: "released_pool_objects", Value: objects}, {Name: "released_pool_bytes", Value: bytes}}
 }
+
+// Retire ends the node's pool declarations (its attachments disappear) and
+// unholds its objects: they keep reserving until attached elsewhere or
+// deleted by a decrease.
+func (Plugin) Retire(n *Node) (*Node, bool) {
+	if len(n.Capacity.Pools) == 0 && len(n.Usage.PoolObjects) == 0 {
+		return n, false
+	}
+	out := Plugin{}.Release(n).Clone()
+	out.Capacity.setDeclarations(pool.Declarations{})
+	return out, true
+}
