@@ -92,6 +92,29 @@ func (r *runner) poolsCommand() *cli.Command {
 				}),
 			},
 			{
+				Name:      "move",
+				Usage:     "move an object to another pool, copying it on a node that reaches both (run it on that node); the same --command-id resumes, --abort undoes",
+				ArgsUsage: "OBJECT",
+				Flags: []cli.Flag{outputFlag(),
+					&cli.StringFlag{Name: "command-id", Usage: "names the move: the same id resumes it", DefaultText: "move-OBJECT-POOL"},
+					&cli.StringFlag{Name: "to", Usage: "the target pool (required)"},
+					&cli.StringFlag{Name: "node", Usage: "the node that copies, this host (required)"},
+					&cli.BoolFlag{Name: "abort", Usage: "undo a move that did not settle: remove the target copy and release the target's reservation"},
+				},
+				Action: Run(r, spec{name: "pools move", nargs: 1, mode: config.WriteExisting}, func(op *operation) (nodes.Answer[pool.ObjectView], error) {
+					if op.c.String("to") == "" || op.c.String("node") == "" {
+						return read(pool.ObjectView{}, types.Invalid("--to and --node are required"))
+					}
+					if err := nodes.ValidName(op.c.String("node")); err != nil {
+						return read(pool.ObjectView{}, types.Wrap(types.InvalidArgument, err, "--node"))
+					}
+					return read(admin(op.store).Move(op.ctx, pooladmin.MoveRequest{Object: op.args[0], To: op.c.String("to"), Node: op.c.String("node"),
+						CommandID: op.c.String("command-id"), Abort: op.c.Bool("abort")}))
+				}, func(o pool.ObjectView, _ time.Time) []block {
+					return objectListTables(pooladmin.Objects{Objects: []pool.ObjectView{o}}, time.Time{})
+				}),
+			},
+			{
 				Name:  "check",
 				Usage: "recompute every pool's counters from the node records and report drift",
 				Flags: []cli.Flag{outputFlag()},
