@@ -115,6 +115,24 @@ func (r *runner) poolsCommand() *cli.Command {
 				}),
 			},
 			{
+				Name:      "cleanup",
+				Usage:     "remove the copies a pool still keeps (a moved object's source, an aborted move's target), on a node that declares it (run it on that node)",
+				ArgsUsage: "POOL",
+				Flags:     []cli.Flag{outputFlag(), &cli.StringFlag{Name: "node", Usage: "the node that removes, this host (required)"}},
+				Action: Run(r, spec{name: "pools cleanup", nargs: 1, mode: config.WriteExisting}, func(op *operation) (nodes.Answer[pooladmin.Cleaned], error) {
+					if err := nodes.ValidName(op.c.String("node")); err != nil {
+						return read(pooladmin.Cleaned{}, types.Wrap(types.InvalidArgument, err, "--node"))
+					}
+					return read(admin(op.store).Cleanup(op.ctx, op.args[0], op.c.String("node")))
+				}, func(c pooladmin.Cleaned, _ time.Time) []block {
+					b := block{{"OBJECT", "REASON", "SIZE", "SINCE"}}
+					for _, x := range c.Removed {
+						b = append(b, []string{x.Object, x.Reason, humanBytes(x.Bytes), x.Since.UTC().Format(time.RFC3339)})
+					}
+					return []block{b}
+				}),
+			},
+			{
 				Name:  "check",
 				Usage: "recompute every pool's counters from the node records and report drift",
 				Flags: []cli.Flag{outputFlag()},

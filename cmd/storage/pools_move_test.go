@@ -115,3 +115,32 @@ func TestPoolMoveInterrupted(t *testing.T) {
 		})
 	})
 }
+
+// TestPoolCleanup: a copy a crash left behind (a cleanup entry) is removed
+// by `pools cleanup` on a node that declares the pool.
+func TestPoolCleanup(t *testing.T) {
+	testenv.Backends(t, func(t *testing.T, env *testenv.Env) {
+		a := t.TempDir()
+		addNode(t, env, "n1", obj{"storage": "1T", "pools": []string{"ceph-a:" + a}})
+		const object = "v-00000000000000ff"
+		require.NoError(t, os.MkdirAll(filepath.Join(a, object, "d"), 0o755))
+		env.Put(t, "/pools/ceph-a", `{"pool_id":"ceph-a","reserved_bytes":0,"version":0,"object_count":0,"cleanup_count":1,`+
+			`"declared_at":"2026-11-30T12:00:00Z","lost_at":null,"cleanups":[{"object_id":"`+object+`","reason":"moved","command_id":"m1","bytes":5,"since":"2026-11-30T12:30:00Z"}]}`)
+		var out struct {
+			Removed []struct {
+				Object string `json:"object_id"`
+			} `json:"removed"`
+		}
+		env.OpOK(t, "storage", &out, "pools", "cleanup", "ceph-a", "--node", "n1")
+		require.Len(t, out.Removed, 1)
+		require.Equal(t, object, out.Removed[0].Object)
+		_, err := os.Lstat(filepath.Join(a, object))
+		require.True(t, os.IsNotExist(err))
+		var rec struct {
+			Count int `json:"cleanup_count"`
+		}
+		require.True(t, env.Record(t, "/pools/ceph-a", &rec))
+		require.Zero(t, rec.Count)
+		require.Equal(t, 2, env.Op(t, "storage", "pools", "cleanup", "ceph-a").Code, "--node is required")
+	})
+}

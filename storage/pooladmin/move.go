@@ -162,3 +162,56 @@ func (a *Admin) Move(ctx context.Context, r MoveRequest) (pool.ObjectView, error
 	}
 	return a.Object(ctx, r.Object)
 }
+
+// Cleaned is `storage pools cleanup`'s answer: the copies removed.
+type Cleaned struct {
+	Pool    string         `json:"pool"`
+	Removed []pool.Cleanup `json:"removed"`
+}
+
+// Cleanup removes, on this host (node Node, which declares the pool), every
+// copy pool id still keeps (a settled move's source, an aborted move's
+// target), then drops each entry under a compare on the pool record.
+func (a *Admin) Cleanup(ctx context.Context, id, node string) (Cleaned, error) {
+	if err := pool.ValidID(id); err != nil {
+		return Cleaned{}, err
+	}
+	st, err := a.read(ctx)
+	if err != nil {
+		return Cleaned{}, err
+	}
+	rec, ok := st.pools[id]
+	if !ok {
+		return Cleaned{}, notFound(id)
+	}
+	n, ok := st.nodes[node]
+	if !ok {
+		return Cleaned{}, types.Errorf(types.NotFound, "the storage plugin has no record of node %s", node)
+	}
+	decl, ok := n.Capacity.Pools[id]
+	if !ok {
+		return Cleaned{}, types.Errorf(types.FailedPrecondition, "node %s does not declare pool %s", node, id)
+	}
+	out := Cleaned{Pool: id, Removed: []pool.Cleanup{}}
+	for _, c := range rec.Cleanups {
+		if err := move.Remove(decl.Path, c.Object); err != nil {
+			return out, types.Wrap(types.Unavailable, err, "removing the copy of "+c.Object)
+		}
+		err := store.Update(ctx, a.Store, []string{storage.PoolKey(id)}, func(tx *store.Tx) error {
+			cur, err := getRecord(tx, id)
+			if err != nil {
+				return err
+			}
+			next, ok := pool.DropCleanup(cur, c.Object)
+			if !ok {
+				return nil
+			}
+			return putRecord(tx, next)
+		})
+		if err != nil {
+			return out, err
+		}
+		out.Removed = append(out.Removed, c)
+	}
+	return out, nil
+}
