@@ -13,6 +13,7 @@ import (
 
 	"github.com/eru-extend/resources/cmd/config"
 	"github.com/eru-extend/resources/nodes"
+	"github.com/eru-extend/resources/storage"
 	"github.com/eru-extend/resources/store"
 	"github.com/eru-extend/resources/types"
 )
@@ -37,6 +38,7 @@ func (r *runner) heartbeatCommand() *cli.Command {
 			&cli.StringFlag{Name: "proc-root", Value: "/proc", Usage: "read boot_id, meminfo and pressure under this folder"},
 			&cli.StringFlag{Name: "clock-sync", Usage: "report this clock state instead of the kernel's: SYNCHRONIZED or UNSYNCHRONIZED (with no error unless --clock-max-error)", DefaultText: "the kernel's"},
 			&cli.DurationFlag{Name: "clock-max-error", Usage: "report this maximum clock error instead of the kernel's", DefaultText: "the kernel's"},
+			&cli.StringFlag{Name: "pool-check", Value: "mount", Usage: "how each declared storage pool path is checked: mount (an existing directory that is a mount point) or exists (an existing directory)"},
 		}, viaFlags()...),
 		Action: Run(r, spec{name: "nodes heartbeat", nargs: 1, mode: config.WriteExisting, hostDefault: true, long: true}, func(op *operation) (nodes.Answer[*nodes.View], error) {
 			var none nodes.Answer[*nodes.View]
@@ -58,8 +60,13 @@ func (r *runner) heartbeatCommand() *cli.Command {
 			beat := func() (nodes.Answer[*nodes.View], error) {
 				var answer nodes.Answer[*nodes.View]
 				err := op.withStore(func(ctx context.Context, s store.Store) error {
-					var err error
-					answer, err = r.registry(s, op.cfg).Heartbeat(ctx, node, nodes.Measure(a.procRoot, a.clock), a.ttl, op.cfg.Nodes.MemoryTightBytes, a.register, op.cmd)
+					m := nodes.Measure(a.procRoot, a.clock)
+					pools, err := storage.CheckPoolPaths(ctx, s, node, a.poolExists)
+					if err != nil {
+						return err
+					}
+					m.Pools = pools
+					answer, err = r.registry(s, op.cfg).Heartbeat(ctx, node, m, a.ttl, op.cfg.Nodes.MemoryTightBytes, a.register, op.cmd)
 					return err
 				})
 				return answer, err
@@ -117,6 +124,9 @@ type heartbeatFlags struct {
 	register      bool
 	procRoot      string
 	clock         nodes.ClockReading
+	// poolExists: a pool path need only be an existing directory, not a
+	// mount point (--pool-check=exists).
+	poolExists bool
 }
 
 func heartbeatArgs(c *cli.Context, cfg *config.Config) (heartbeatFlags, error) {
@@ -143,6 +153,13 @@ func heartbeatArgs(c *cli.Context, cfg *config.Config) (heartbeatFlags, error) {
 		if a.clock.Sync != nodes.ClockSynchronized && a.clock.Sync != nodes.ClockUnsynchronized {
 			return a, types.Invalid("--clock-sync %q: want SYNCHRONIZED or UNSYNCHRONIZED", c.String("clock-sync"))
 		}
+	}
+	switch c.String("pool-check") {
+	case "mount":
+	case "exists":
+		a.poolExists = true
+	default:
+		return a, types.Invalid("--pool-check %q: want mount or exists", c.String("pool-check"))
 	}
 	if c.IsSet("clock-max-error") {
 		d := c.Duration("clock-max-error")

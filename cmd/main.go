@@ -95,7 +95,7 @@ func (r *runner) app() *cli.App {
 			versionFlag(),
 		},
 		Action:         r.rootAction,
-		Commands:       append(r.verbCommands(), r.nodesCommand(), r.overcommitCommand(), helpCommand()),
+		Commands:       r.commands(),
 		HideHelp:       true,
 		HideVersion:    true,
 		ExitErrHandler: func(*cli.Context, error) {},
@@ -109,6 +109,16 @@ func (r *runner) app() *cli.App {
 		ownHelp(c)
 	}
 	return app
+}
+
+// commands are the binary's command tree: the verbs, the operator groups
+// (pools in the storage binary only) and help.
+func (r *runner) commands() []*cli.Command {
+	cmds := append(r.verbCommands(), r.nodesCommand(), r.overcommitCommand())
+	if r.name == "storage" {
+		cmds = append(cmds, r.poolsCommand())
+	}
+	return append(cmds, helpCommand())
 }
 
 // urfave/cli adds its package-level help flag and help command to every

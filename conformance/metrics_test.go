@@ -37,6 +37,7 @@ func TestMetricsAsCoreExportsThem(t *testing.T) {
 				"storage_capacity":        {"podname", "nodename"},
 				"storage_volume_used":     {"podname", "nodename", "device"},
 				"storage_volume_capacity": {"podname", "nodename", "device"},
+				"storage_pool_held_bytes": {"podname", "nodename", "pool"},
 				"node_schedulable":        {"podname", "nodename", "status"},
 			},
 			samples: map[string][]sample{

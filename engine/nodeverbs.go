@@ -17,7 +17,7 @@ func (e *Engine[N, W]) AddNode(ctx context.Context, req *types.Request) (any, er
 	if err != nil {
 		return nil, err
 	}
-	return e.write(ctx, req.Nodename, func(v *nodeView[N], env Env) (N, any, error) {
+	return e.writeAs(ctx, req.Nodename, writeMode[N]{verb: "add-node", delta: false}, func(v *nodeView[N], env Env) (N, any, error) {
 		if v.known {
 			return v.rec, nil, types.Errorf(types.AlreadyExists, "node exists")
 		}
@@ -38,7 +38,7 @@ func (e *Engine[N, W]) RemoveNode(ctx context.Context, req *types.Request) (any,
 // and after.
 func (e *Engine[N, W]) SetCapacity(ctx context.Context, req *types.Request) (any, error) {
 	change := types.ChangeOf(req, false)
-	return e.write(ctx, req.Nodename, func(v *nodeView[N], env Env) (N, any, error) {
+	return e.writeAs(ctx, req.Nodename, writeMode[N]{verb: "set-node-resource-capacity", delta: req.Delta}, func(v *nodeView[N], env Env) (N, any, error) {
 		if err := v.reg.RefuseRetired("capacity write"); err != nil {
 			return v.rec, nil, err
 		}
@@ -56,7 +56,7 @@ func (e *Engine[N, W]) SetCapacity(ctx context.Context, req *types.Request) (any
 // remove-node). It never starts a new life: a registration the removal left
 // (drained, isolated, a ledger) is found as it was.
 func (e *Engine[N, W]) SetInfo(ctx context.Context, req *types.Request) (any, error) {
-	return e.write(ctx, req.Nodename, func(v *nodeView[N], _ Env) (N, any, error) {
+	return e.writeAs(ctx, req.Nodename, writeMode[N]{verb: "set-node-resource-info", delta: false}, func(v *nodeView[N], _ Env) (N, any, error) {
 		if err := v.reg.RefuseRetired("record"); err != nil {
 			return v.rec, nil, err
 		}
@@ -86,7 +86,11 @@ func (e *Engine[N, W]) SetUsage(ctx context.Context, req *types.Request) (any, e
 	if restore != nil && req.Delta {
 		return nil, types.Invalid("%s is a rollback snapshot: it is only replayed with delta=false", LedgerKey)
 	}
-	return e.write(ctx, req.Nodename, func(v *nodeView[N], env Env) (N, any, error) {
+	// The answer is rendered again from the record stored when the
+	// resource's linked records adjust it (storage's pool admission).
+	var answer func(next N) (any, error)
+	mode := writeMode[N]{verb: "set-node-resource-usage", delta: req.Delta, answer: func(next N) (any, error) { return answer(next) }}
+	return e.writeAs(ctx, req.Nodename, mode, func(v *nodeView[N], env Env) (N, any, error) {
 		ledger := v.reg.Ledger(e.Res.Name()).Clone()
 		next, err := e.Res.NextUsage(v.rec, change, req.Delta, req.Incr)
 		if err != nil {
@@ -114,17 +118,22 @@ func (e *Engine[N, W]) SetUsage(ctx context.Context, req *types.Request) (any, e
 		if next, err = e.Res.Settle(next); err != nil {
 			return v.rec, nil, err
 		}
-		_, before := e.Res.View(v.rec, env)
-		_, after := e.Res.View(next, env)
-		if len(ledger) > 0 || len(v.reg.Ledger(e.Res.Name())) > 0 || restore != nil {
-			if before, err = withLedger(before, ledger); err != nil {
-				return v.rec, nil, err
+		answer = func(next N) (any, error) {
+			_, before := e.Res.View(v.rec, env)
+			_, after := e.Res.View(next, env)
+			if len(ledger) > 0 || len(v.reg.Ledger(e.Res.Name())) > 0 || restore != nil {
+				var err error
+				if before, err = withLedger(before, ledger); err != nil {
+					return nil, err
+				}
+				if after, err = withLedger(after, v.reg.Ledger(e.Res.Name())); err != nil {
+					return nil, err
+				}
 			}
-			if after, err = withLedger(after, v.reg.Ledger(e.Res.Name())); err != nil {
-				return v.rec, nil, err
-			}
+			return types.BeforeAfter{Before: before, After: after}, nil
 		}
-		return next, types.BeforeAfter{Before: before, After: after}, nil
+		out, err := answer(next)
+		return next, out, err
 	})
 }
 
@@ -155,7 +164,7 @@ func (e *Engine[N, W]) FixNode(ctx context.Context, req *types.Request) (any, er
 	// when the usage itself moved, someone placed or removed work since the
 	// fix began, and writing the caller's sum would erase it.
 	var seen types.Amounts
-	return e.write(ctx, req.Nodename, func(v *nodeView[N], env Env) (N, any, error) {
+	return e.writeAs(ctx, req.Nodename, writeMode[N]{verb: "fix-node-resource", delta: false}, func(v *nodeView[N], env Env) (N, any, error) {
 		if !v.known {
 			return v.rec, nil, types.Errorf(types.NotFound, "the %s plugin has no record of this node", e.Res.Name())
 		}

@@ -46,9 +46,20 @@ func (e *Engine[N, W]) DeployCapacity(ctx context.Context, req *types.Request) (
 	caps := make([]types.NodeCapacity, len(names))
 	why := make([]string, len(names))
 	env.Ctx = ctx
+	ap, apportions := any(e.Res).(Apportioner[N, W])
+	var draws [][]string
+	if apportions {
+		if err := e.readShared(ctx, w, env); err != nil {
+			return nil, err
+		}
+		draws = make([][]string, len(names))
+	}
 	err = e.each(names, get, func(i int, v *nodeView[N]) {
 		if why[i] = v.reg.Refusal(e.Policy); why[i] != "" || ctx.Err() != nil {
 			return
+		}
+		if apportions {
+			draws[i] = ap.Draws(v.rec, w)
 		}
 		// A node the plugin never saw is Empty: it takes whatever asks for
 		// nothing of this resource.
@@ -67,6 +78,20 @@ func (e *Engine[N, W]) DeployCapacity(ctx context.Context, req *types.Request) (
 	// answer would be wrong, so the verb fails.
 	if err := ctx.Err(); err != nil {
 		return nil, types.Errorf(types.DeadlineExceeded, "the capacity query ran past the call's deadline (%v)", err)
+	}
+	if apportions {
+		limits := make([]int, len(names))
+		for i := range names {
+			if why[i] == "" {
+				limits[i] = caps[i].Capacity
+			}
+		}
+		for i, c := range ap.Apportion(w, names, draws, limits, env) {
+			if why[i] == "" && c <= 0 && caps[i].Capacity > 0 {
+				why[i] = "the shared storage the request draws on has no room left for this node"
+			}
+			caps[i].Capacity = c
+		}
 	}
 	e.logLeftOut("get-nodes-deploy-capacity", names, why)
 	for i, n := range names {
@@ -116,7 +141,7 @@ func (e *Engine[N, W]) Deploy(ctx context.Context, req *types.Request) (any, err
 	if err != nil {
 		return nil, err
 	}
-	v, env, err := e.readNode(ctx, req.Nodename)
+	v, env, err := e.readPlacement(ctx, req.Nodename, w)
 	if err != nil {
 		return nil, err
 	}
@@ -130,7 +155,7 @@ func (e *Engine[N, W]) Deploy(ctx context.Context, req *types.Request) (any, err
 // Realloc plans a workload's resize; a node that takes no new work refuses
 // growth only.
 func (e *Engine[N, W]) Realloc(ctx context.Context, req *types.Request) (any, error) {
-	v, env, err := e.readNode(ctx, req.Nodename)
+	v, env, err := e.readRealloc(ctx, req.Nodename)
 	if err != nil {
 		return nil, err
 	}
@@ -273,4 +298,118 @@ func (e *Engine[N, W]) sample(ref types.NodeRef, v *nodeView[N], env Env, get fu
 		Key:    "core.node." + strings.ReplaceAll(ref.Nodename, ".", "_") + "." + e.Res.Name() + ".schedulable",
 		Value:  value,
 	}), nil
+}
+
+// PlacementReader is implemented by a resource whose plan of a workload
+// reads records besides the node's (storage's pool records): keys and
+// whole prefixes, read in the same consistent read as the node, handed to
+// the decision in env.Shared under their keys.
+type PlacementReader[W any] interface {
+	PlacementReads(w W) (keys, prefixes []string)
+}
+
+// readPlacement reads one node for calculate-deploy, with what the
+// resource's PlacementReader names for the request.
+func (e *Engine[N, W]) readPlacement(ctx context.Context, node string, w W) (*nodeView[N], Env, error) {
+	pr, ok := any(e.Res).(PlacementReader[W])
+	if !ok {
+		return e.readNode(ctx, node)
+	}
+	keys, prefixes := pr.PlacementReads(w)
+	return e.readWith(ctx, node, keys, prefixes)
+}
+
+// readWith reads one node and the given keys and prefixes in one
+// consistent read; what they hold, and the node's registration, is handed
+// to the decision in env.Shared.
+func (e *Engine[N, W]) readWith(ctx context.Context, node string, keys, prefixes []string) (*nodeView[N], Env, error) {
+	if len(keys) == 0 && len(prefixes) == 0 {
+		return e.readNode(ctx, node)
+	}
+	s, err := e.Open(ctx, false)
+	if err != nil {
+		return nil, Env{}, err
+	}
+	snap, err := s.Read(ctx, dedupe(append(e.nodeKeys(node), keys...)), prefixes)
+	if err != nil {
+		return nil, Env{}, err
+	}
+	v, err := e.view(node, snap.Get)
+	if err != nil {
+		return nil, Env{}, err
+	}
+	env, err := e.env(snap.Get)
+	if err != nil {
+		return nil, Env{}, err
+	}
+	for _, k := range append(keys, nodes.RegistrationKey(node)) {
+		if val, ok := snap.Get(k); ok {
+			env.Shared[k] = val
+		}
+	}
+	for _, p := range prefixes {
+		for _, it := range snap.Under(p) {
+			env.Shared[it.Key] = it.Value
+		}
+	}
+	return v, env, nil
+}
+
+// Apportioner is implemented by a resource whose workloads draw on
+// something several nodes share (storage's pools): core sums the per-node
+// capacities, so the shared room is dealt among the candidates after each
+// node's own limit is known.
+type Apportioner[N any, W any] interface {
+	PlacementReader[W]
+	// Draws names what a workload of w on this node draws on.
+	Draws(n N, w W) []string
+	// Apportion answers each node's capacity given its own limit (0 for a
+	// node left out) and what it draws on; env.Shared holds what
+	// PlacementReads named.
+	Apportion(w W, names []string, draws [][]string, limits []int, env Env) []int
+}
+
+// readShared reads what the resource's PlacementReader names for w into
+// env.Shared.
+func (e *Engine[N, W]) readShared(ctx context.Context, w W, env Env) error {
+	keys, prefixes := any(e.Res).(PlacementReader[W]).PlacementReads(w)
+	if len(keys) == 0 && len(prefixes) == 0 {
+		return nil
+	}
+	s, err := e.Open(ctx, false)
+	if err != nil {
+		return err
+	}
+	snap, err := s.Read(ctx, keys, prefixes)
+	if err != nil {
+		return err
+	}
+	for _, k := range keys {
+		if val, ok := snap.Get(k); ok {
+			env.Shared[k] = val
+		}
+	}
+	for _, p := range prefixes {
+		for _, it := range snap.Under(p) {
+			env.Shared[it.Key] = it.Value
+		}
+	}
+	return nil
+}
+
+// ReallocReader is implemented by a resource whose resize of a workload
+// reads records besides the node's (storage's pool records).
+type ReallocReader interface {
+	ReallocReads() (keys, prefixes []string)
+}
+
+// readRealloc reads one node for calculate-realloc, with what the
+// resource's ReallocReader names, in one consistent read.
+func (e *Engine[N, W]) readRealloc(ctx context.Context, node string) (*nodeView[N], Env, error) {
+	rr, ok := any(e.Res).(ReallocReader)
+	if !ok {
+		return e.readNode(ctx, node)
+	}
+	keys, prefixes := rr.ReallocReads()
+	return e.readWith(ctx, node, keys, prefixes)
 }

@@ -138,12 +138,68 @@ func (p registered[N]) Release(data []byte) ([]byte, types.Amounts, error) {
 	for k := range held {
 		zero[k] = 0
 	}
-	out, err := p.r.Encode(p.r.WithHeld(n, zero))
+	n = p.r.WithHeld(n, zero)
+	if r, ok := p.r.(Releaser[N]); ok {
+		n = r.Release(n)
+	}
+	out, err := p.r.Encode(n)
 	return out, held, err
+}
+
+// Releaser is implemented by a resource whose records keep, besides the
+// usage the isolation ledger takes, use rights an isolation releases in
+// place (storage's pool objects, unheld but still reserving).
+type Releaser[N any] interface {
+	Release(n N) N
+	// ReleasedFigures count what Release released, by the names
+	// IsolationFigures lists.
+	ReleasedFigures(before, after N) []types.Figure
+}
+
+// ReleasedFigures counts what an isolation released in place (Releaser).
+func (p registered[N]) ReleasedFigures(before, after []byte) []types.Figure {
+	r, ok := p.r.(Releaser[N])
+	if !ok {
+		return nil
+	}
+	b, err := p.r.Decode(before)
+	if err != nil {
+		return nil
+	}
+	a, err := p.r.Decode(after)
+	if err != nil {
+		return nil
+	}
+	return r.ReleasedFigures(b, a)
 }
 
 func (p registered[N]) LedgerView(a types.Amounts) any { return p.r.LedgerView(a) }
 
 func (p registered[N]) IsolationFigures(a types.Amounts) []types.Figure {
 	return p.r.IsolationFigures(a)
+}
+
+// Retirer is implemented by a resource whose records keep something a
+// node's retirement ends in the same transaction (storage's pool
+// declarations).
+type Retirer[N any] interface {
+	// Retire answers the record after and whether anything ended.
+	Retire(n N) (N, bool)
+}
+
+// Retiring ends what the record of a retiring node keeps (Retirer).
+func (p registered[N]) Retiring(data []byte) ([]byte, error) {
+	r, ok := p.r.(Retirer[N])
+	if !ok {
+		return data, nil
+	}
+	n, err := p.r.Decode(data)
+	if err != nil {
+		return nil, err
+	}
+	next, changed := r.Retire(n)
+	if !changed {
+		return data, nil
+	}
+	return p.r.Encode(next)
 }

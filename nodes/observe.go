@@ -23,6 +23,9 @@ type Measurement struct {
 	MemoryAvailable  *int64         `json:"memory_available_bytes,omitempty"`
 	CPUPressureBP    *int64         `json:"cpu_pressure_bp,omitempty"`
 	MemoryPressureBP *int64         `json:"memory_pressure_bp,omitempty"`
+	// Pools is what the heartbeat found at each storage pool path the node
+	// declares (nil: not checked).
+	Pools map[string]PoolCheck `json:"pools,omitempty"`
 	// Offset is the node's clock offset as the daemon measured it around
 	// the heartbeat (never sent by the node: the daemon sets it); nil when
 	// the heartbeat was written to the store directly.
@@ -46,6 +49,13 @@ type ClockOffset struct {
 func OffsetBetween(nodeTime, sent, received time.Time) ClockOffset {
 	half := received.Sub(sent) / 2
 	return ClockOffset{Offset: nodeTime.Sub(sent.Add(half)), Uncertainty: half}
+}
+
+// PoolCheck is what a heartbeat found at one declared storage pool path:
+// a failing path makes the node's attachment to the pool unavailable.
+type PoolCheck struct {
+	Available bool   `json:"available"`
+	Reason    string `json:"reason,omitempty"`
 }
 
 // ClockReading replaces the kernel's clock reading (--clock-sync,
@@ -154,6 +164,9 @@ func (m Measurement) observe(prev *Observation, now time.Time, memoryTight int64
 	}
 	if o.Clock.Synchronization == "" {
 		o.Clock.Synchronization = ClockUnspecified
+	}
+	if len(m.Pools) > 0 {
+		o.Pools = m.Pools
 	}
 	if m.ClockMaxError != nil {
 		ms := m.ClockMaxError.Milliseconds()

@@ -100,6 +100,8 @@ type Observation struct {
 	Clock       Clock        `json:"clock"`
 	HostUsage   HostUsage    `json:"host_usage"`
 	MemoryTight *MemoryTight `json:"memory_tight,omitempty"`
+	// Pools are the storage pool paths the last heartbeat checked.
+	Pools map[string]PoolCheck `json:"pools,omitempty"`
 }
 
 // Clock is the kernel's view of the node's clock and, for a heartbeat sent

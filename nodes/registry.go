@@ -1,9 +1,11 @@
 package nodes
 
 import (
+	"bytes"
 	"context"
 	"encoding/json"
 	"fmt"
+	"maps"
 	"slices"
 	"strings"
 	"time"
@@ -144,12 +146,18 @@ func (r *Registry) change(ctx context.Context, node string, cmd Command, decide 
 		if err != nil {
 			return nil, err
 		}
+		records := maps.Clone(st.records)
 		changed, err := decide(st, st.holds, before.Status)
 		if err != nil {
 			return nil, err
 		}
 		if !changed {
 			return before, nil
+		}
+		for _, p := range r.Plugins {
+			if data, ok := st.records[p.Name()]; ok && !bytes.Equal(data, records[p.Name()]) {
+				tx.Put(p.RecordPrefix()+node, data)
+			}
 		}
 		st.reg.touch(now)
 		if err := putRegistration(tx, st.reg); err != nil {
@@ -212,7 +220,7 @@ func (r *Registry) Retire(ctx context.Context, node string, cmd Command) (Answer
 			return false, nil
 		case st.reg.Isolated, st.reg.Drain && !holds:
 			st.reg.Admission = Retired
-			return true, nil
+			return true, r.retireRecords(node, st)
 		case st.reg.Drain:
 			return false, refuse(node, status, "it still holds usage; retire it once it is DRAINED, or isolate it")
 		default:
@@ -284,15 +292,18 @@ func (r *Registry) Isolate(ctx context.Context, node string, cmd Command) (Answe
 			if err != nil {
 				return nil, types.Wrap(types.Internal, err, p.Name()+" record of node "+node)
 			}
-			if held.IsZero() {
+			if held.IsZero() && bytes.Equal(next, data) {
 				continue
 			}
 			if !st.reg.Release(p.Name(), held) {
 				return nil, types.Errorf(types.Internal, "node %s: the %s ledger would overflow", node, p.Name())
 			}
 			tx.Put(p.RecordPrefix()+node, next)
-			st.records[p.Name()] = next
 			res.add(p.IsolationFigures(held))
+			if rf, ok := p.(releasedFigures); ok {
+				res.add(rf.ReleasedFigures(data, next))
+			}
+			st.records[p.Name()] = next
 		}
 		st.reg.Isolated = true
 		st.reg.IsolatedIncarnation = st.reg.Incarnation
@@ -399,4 +410,35 @@ func (r *Registry) Forget(ctx context.Context, node string, cmd Command) (Answer
 		tx.Delete(SessionKey(node))
 		return before, nil
 	})
+}
+
+// releasedFigures is implemented by a plugin whose records keep use rights
+// an isolation releases in place, outside the ledger (storage's pool
+// objects): it counts them for the isolate answer.
+type releasedFigures interface {
+	ReleasedFigures(before, after []byte) []types.Figure
+}
+
+// retiring is implemented by a plugin whose records keep something a
+// retirement ends in the same transaction (storage's pool declarations).
+type retiring interface {
+	Retiring(data []byte) ([]byte, error)
+}
+
+// retireRecords lets every plugin end what its record of a retiring node
+// keeps; change writes the records that changed.
+func (r *Registry) retireRecords(node string, st *nodeState) error {
+	for _, p := range r.Plugins {
+		rp, ok := p.(retiring)
+		data, has := st.records[p.Name()]
+		if !ok || !has {
+			continue
+		}
+		next, err := rp.Retiring(data)
+		if err != nil {
+			return types.Wrap(types.Internal, err, p.Name()+" record of node "+node)
+		}
+		st.records[p.Name()] = next
+	}
+	return nil
 }

@@ -156,15 +156,15 @@ func TestIsolateFigures(t *testing.T) {
 
 	out, err := r.Isolate(ctx, "n1", nodes.Command{})
 	require.NoError(t, err)
-	require.JSONEq(t, `{"released_volumes": 1, "released_storage_bytes": 20, "released_cpu_millis": 3000, "released_memory_bytes": 7}`,
+	require.JSONEq(t, `{"released_volumes": 1, "released_storage_bytes": 20, "released_pool_objects": 0, "released_pool_bytes": 0, "released_cpu_millis": 3000, "released_memory_bytes": 7}`,
 		string(mustJSON(t, figuresOf(out.Value))))
-	require.Contains(t, string(out.JSON), `"released_volumes":1,"released_storage_bytes":20,"released_cpu_millis":3000,"released_memory_bytes":7}`,
+	require.Contains(t, string(out.JSON), `"released_volumes":1,"released_storage_bytes":20,"released_pool_objects":0,"released_pool_bytes":0,"released_cpu_millis":3000,"released_memory_bytes":7}`,
 		"each plugin's figures, in the plugins' order")
 
 	t.Run("isolating again releases nothing and still names every figure", func(t *testing.T) {
 		again, err := r.Isolate(ctx, "n1", nodes.Command{})
 		require.NoError(t, err)
-		require.Equal(t, map[string]int64{"released_volumes": 0, "released_storage_bytes": 0, "released_cpu_millis": 0, "released_memory_bytes": 0}, figuresOf(again.Value))
+		require.Equal(t, map[string]int64{"released_volumes": 0, "released_storage_bytes": 0, "released_pool_objects": 0, "released_pool_bytes": 0, "released_cpu_millis": 0, "released_memory_bytes": 0}, figuresOf(again.Value))
 	})
 	t.Run("the answer reads back as it was written", func(t *testing.T) {
 		var back nodes.IsolateResult

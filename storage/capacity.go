@@ -7,6 +7,7 @@ import (
 	"strconv"
 	"strings"
 
+	"github.com/eru-extend/resources/storage/pool"
 	"github.com/eru-extend/resources/types"
 )
 
@@ -26,6 +27,9 @@ func AddNode(request json.RawMessage, info *types.EngineInfo) (*Node, error) {
 	}
 	if q.HasRmDisks {
 		return nil, errInvalid("rm-disks: there are no disks to remove when adding a node")
+	}
+	if q.RmPools != nil {
+		return nil, errInvalid("rm-pools: there are no pools to remove when adding a node")
 	}
 	var reported *Resource
 	var engineTotal int64
@@ -78,6 +82,16 @@ func AddNode(request json.RawMessage, info *types.EngineInfo) (*Node, error) {
 		return nil, errInvalid("storage: the budget and the volumes add up to more than 8 PiB")
 	}
 	n.Capacity.Storage = total
+	decl := q.declarations(true)
+	if decl.Pools == nil && reported != nil && reported.Pools != nil {
+		decl.Pools = reported.Pools
+		if decl.DefaultPool == nil && reported.DefaultPool != "" {
+			decl.DefaultPool = &reported.DefaultPool
+		}
+	}
+	if err := n.declare(decl); err != nil {
+		return nil, err
+	}
 	if err := n.syncUsage(); err != nil {
 		return nil, err
 	}
@@ -97,6 +111,9 @@ func (n *Node) SetCapacity(resource, request json.RawMessage, delta, incr bool) 
 	if err != nil {
 		return nil, err
 	}
+	// Pool declarations are applied on their own, after the devices: the
+	// device paths below restore them as they were.
+	var decl pool.DeclarationRequest
 	switch {
 	case reqM != nil && isSnapshot(reqM):
 		stored, err := decodeStored(request, "resource_request", whole)
@@ -106,11 +123,16 @@ func (n *Node) SetCapacity(resource, request json.RawMessage, delta, incr bool) 
 		if err := out.Capacity.apply(stored, &out.Usage, delta, incr); err != nil {
 			return nil, err
 		}
+		if decl, err = storedDeclarations(request); err != nil {
+			return nil, err
+		}
+		decl.Absolute = !delta
 	case reqM != nil:
 		q, err := ParseNodeRequest(reqM, delta)
 		if err != nil {
 			return nil, err
 		}
+		decl = q.declarations(!delta)
 		if delta {
 			if q.HasRmDisks {
 				return nil, errInvalid("rm-disks is only valid in absolute mode (delta false)")
@@ -130,6 +152,19 @@ func (n *Node) SetCapacity(resource, request json.RawMessage, delta, incr bool) 
 		if err := out.Capacity.apply(stored, &out.Usage, delta, incr); err != nil {
 			return nil, err
 		}
+		if resM["pools"] != nil || resM["default_pool"] != nil || !delta {
+			if decl, err = storedDeclarations(resource); err != nil {
+				return nil, err
+			}
+			decl.Absolute = !delta
+			if delta {
+				decl.DefaultPool = nil
+			}
+		}
+	}
+	out.Capacity.setDeclarations(n.Declarations())
+	if err := out.declare(decl); err != nil {
+		return nil, err
 	}
 	if err := out.syncUsage(); err != nil {
 		return nil, err
@@ -353,6 +388,9 @@ func (n *Node) NextUsage(resource, request, workloads json.RawMessage, delta, in
 		if q.HasRmDisks {
 			return nil, errInvalid("rm-disks is not a usage")
 		}
+		if q.hasPools() {
+			return nil, errInvalid("pools, default-pool and rm-pools are declarations, not a usage")
+		}
 		change = q.toResource()
 	case !types.IsNull(resource):
 		if _, err := types.DecodeObject(resource, "resource"); err != nil {
@@ -396,7 +434,11 @@ func (n *Node) NextUsage(resource, request, workloads json.RawMessage, delta, in
 			next[k] = 0
 		}
 	}
-	return n.WithHeld(next), nil
+	out := n.WithHeld(next)
+	if out.pending, err = n.usagePoolChange(request, resource, workloads, change, delta, incr); err != nil {
+		return nil, err
+	}
+	return out, nil
 }
 
 func addAmounts(a, b types.Amounts, sign int64) (types.Amounts, error) {

@@ -3,10 +3,12 @@ package storage
 import (
 	"encoding/json"
 	"fmt"
+	"maps"
 	"slices"
 	"sort"
 	"strings"
 
+	"github.com/eru-extend/resources/storage/pool"
 	"github.com/eru-extend/resources/types"
 )
 
@@ -40,6 +42,14 @@ type Resource struct {
 	// not unused, though its usage in bytes is 0. Usage only; absent in
 	// records written before it existed, which read as holding none.
 	ZeroByte map[string]int64 `json:"zero_byte_bindings,omitempty"`
+	// Pools and DefaultPool are the shared storage pools the node declares
+	// (capacity only, docs/pools.md); absent when none, so records without
+	// pools stay as they were.
+	Pools       map[string]pool.Declaration `json:"pools,omitempty"`
+	DefaultPool string                      `json:"default_pool,omitempty"`
+	// PoolObjects are the pool objects whose records this node keeps (usage
+	// only); their bytes are not part of Storage.
+	PoolObjects pool.Objects `json:"pool_objects,omitempty"`
 }
 
 // ZeroByteKey is the key of Resource.ZeroByte in the stored form.
@@ -51,6 +61,9 @@ type Node struct {
 	Usage    Resource `json:"usage"`
 	// unknown marks the empty record of a node storage has never seen.
 	unknown bool
+	// pending is the pool part of a usage write, admitted in the write's
+	// transaction once the pool records are read (Plugin.Link).
+	pending *poolChange
 }
 
 // normalize makes nil collections empty, so they encode as {} and [].
@@ -84,12 +97,16 @@ func (r Resource) Clone() Resource {
 		d.Mounts = slices.Clone(d.Mounts)
 		c.Disks[i] = d
 	}
+	c.Pools, c.DefaultPool = maps.Clone(r.Pools), r.DefaultPool
+	if len(r.PoolObjects) > 0 {
+		c.PoolObjects = r.PoolObjects.Clone()
+	}
 	return c
 }
 
 // Clone returns a deep copy.
 func (n *Node) Clone() *Node {
-	return &Node{Capacity: n.Capacity.Clone(), Usage: n.Usage.Clone()}
+	return &Node{Capacity: n.Capacity.Clone(), Usage: n.Usage.Clone(), pending: n.pending}
 }
 
 // disk returns the disk named device, or nil.
@@ -227,7 +244,7 @@ func (n *Node) Validate() error {
 	if n.Usage.Storage > n.Capacity.Storage {
 		return errInvalid("storage usage would be %d bytes, above the capacity %d", n.Usage.Storage, n.Capacity.Storage)
 	}
-	return nil
+	return n.validatePools()
 }
 
 func (r *Resource) validate(what string) error {
@@ -296,6 +313,9 @@ func (r *Resource) amounts() types.Amounts {
 func (n *Node) WithHeld(a types.Amounts) *Node {
 	out := n.Clone()
 	out.Usage = resourceFromAmounts(a, &n.Capacity)
+	if len(n.Usage.PoolObjects) > 0 {
+		out.Usage.PoolObjects = n.Usage.PoolObjects.Clone()
+	}
 	out.Usage.normalize()
 	return out
 }

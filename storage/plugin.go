@@ -59,7 +59,8 @@ func (Plugin) IsolationFigures(a types.Amounts) []types.Figure {
 			vols++
 		}
 	}
-	return []types.Figure{{Name: "released_volumes", Value: vols}, {Name: "released_storage_bytes", Value: a["storage"]}}
+	return []types.Figure{{Name: "released_volumes", Value: vols}, {Name: "released_storage_bytes", Value: a["storage"]},
+		{Name: "released_pool_objects", Value: 0}, {Name: "released_pool_bytes", Value: 0}}
 }
 
 // AddNode builds a new node's record.
@@ -97,10 +98,19 @@ func (Plugin) Recompute(n *Node, workloads json.RawMessage, released types.Amoun
 	if err != nil {
 		return nil, nil, err
 	}
+	objects, poolDiffs, err := n.recomputeObjects(list)
+	if err != nil {
+		return nil, nil, err
+	}
+	diffs = append(diffs, poolDiffs...)
 	if len(diffs) == 0 {
 		return n, diffs, nil
 	}
 	fixed := n.Clone()
+	computed.PoolObjects = fixed.Usage.PoolObjects
+	if len(poolDiffs) > 0 {
+		computed.PoolObjects = objects
+	}
 	fixed.Usage = computed
 	return fixed, diffs, nil
 }
@@ -128,12 +138,17 @@ func (Plugin) Deploy(n *Node, w *WorkloadRequest, count int, env types.Env) (*ty
 	if err != nil {
 		return nil, err
 	}
+	poolVolumes, err := n.deployPools(w, count, env.Shared, wls)
+	if err != nil {
+		return nil, err
+	}
 	out := &types.Deploy{EnginesParams: make([]any, 0, len(wls)), WorkloadsResource: make([]any, 0, len(wls))}
-	for _, wl := range wls {
+	for i, wl := range wls {
 		params, err := wl.EngineParams()
 		if err != nil {
 			return nil, err
 		}
+		params.Volumes = append(params.Volumes, poolVolumes[i]...)
 		out.EnginesParams = append(out.EnginesParams, params)
 		out.WorkloadsResource = append(out.WorkloadsResource, wl)
 	}
@@ -154,7 +169,13 @@ func (Plugin) Realloc(n *Node, workload, request json.RawMessage, env types.Env)
 	if err != nil {
 		return nil, false, err
 	}
-	return &types.Realloc{EngineParams: res.Engine, DeltaResource: res.Delta, WorkloadResource: res.Workload}, res.Grows, nil
+	volumes, grows, changed, err := n.reallocPools(old, req, env.Shared, res.Workload, res.Delta)
+	if err != nil {
+		return nil, false, err
+	}
+	res.Engine.Volumes = append(res.Engine.Volumes, volumes...)
+	res.Engine.VolumeChanged = res.Engine.VolumeChanged || changed
+	return &types.Realloc{EngineParams: res.Engine, DeltaResource: res.Delta, WorkloadResource: res.Workload}, res.Grows || grows, nil
 }
 
 // MostIdle answers the first node with priority 1: storage has no
@@ -172,6 +193,7 @@ func (Plugin) MetricsDescription() []types.MetricDescription {
 		{Name: "storage_capacity", Help: "bytes of storage the node offers", Type: "gauge", Labels: node},
 		{Name: "storage_volume_used", Help: "bytes of a volume device held by workloads", Type: "gauge", Labels: dev},
 		{Name: "storage_volume_capacity", Help: "bytes a volume device offers", Type: "gauge", Labels: dev},
+		{Name: "storage_pool_held_bytes", Help: "bytes of the pool objects whose use right the node holds, per pool", Type: "gauge", Labels: []string{"podname", "nodename", "pool"}},
 	}
 }
 
@@ -190,6 +212,11 @@ func (Plugin) Metrics(podname, nodename string, n *Node, _ types.Env) []types.Me
 			types.Metric{Name: "storage_volume_used", Labels: dl, Key: key + "used", Value: strconv.FormatInt(n.Usage.Volumes[dev], 10)},
 			types.Metric{Name: "storage_volume_capacity", Labels: dl, Key: key + "capacity", Value: strconv.FormatInt(n.Capacity.Volumes[dev], 10)},
 		)
+	}
+	held := n.Usage.PoolObjects.HeldBytes()
+	for _, id := range n.Declarations().IDs() {
+		out = append(out, types.Metric{Name: "storage_pool_held_bytes", Labels: []string{podname, nodename, id},
+			Key: base + "pool." + statsdName(id) + ".held", Value: strconv.FormatInt(held[id], 10)})
 	}
 	return out
 }

@@ -7,6 +7,7 @@ import (
 	"slices"
 	"strings"
 
+	"github.com/eru-extend/resources/storage/pool"
 	"github.com/eru-extend/resources/types"
 )
 
@@ -27,6 +28,21 @@ type NodeRequest struct {
 	HasStorage bool
 	RmDisks    []string
 	HasRmDisks bool
+	// Pools, DefaultPool and RmPools are the request's pool declarations
+	// (docs/pools.md); nil says nothing.
+	Pools       map[string]pool.Declaration
+	DefaultPool *string
+	RmPools     []string
+}
+
+// hasPools reports whether the request says anything about pools.
+func (q *NodeRequest) hasPools() bool {
+	return q.Pools != nil || q.DefaultPool != nil || q.RmPools != nil
+}
+
+// declarations is the request's pool part for pool.ApplyDeclarations.
+func (q *NodeRequest) declarations(absolute bool) pool.DeclarationRequest {
+	return pool.DeclarationRequest{Absolute: absolute, Pools: q.Pools, DefaultPool: q.DefaultPool, RmPools: q.RmPools}
 }
 
 // volumeTotal is the total of the request's volume sizes.
@@ -46,10 +62,13 @@ func (q *NodeRequest) volumeTotal() int64 {
 // is how eru-cli shrinks a node (`node set --delta --volume /data0:-100G`).
 // Every device and mount is an absolute, clean path (CheckDevicePath).
 func ParseNodeRequest(m map[string]json.RawMessage, signed bool) (*NodeRequest, error) {
-	if err := types.RefuseUnknown(m, "storage request", "volumes", "disks", "storage", "rm-disks"); err != nil {
+	if err := types.RefuseUnknown(m, "storage request", "volumes", "disks", "storage", "rm-disks", "pools", "default-pool", "rm-pools"); err != nil {
 		return nil, err
 	}
 	q := &NodeRequest{}
+	if err := q.parsePools(m); err != nil {
+		return nil, err
+	}
 	if raw, ok := m["volumes"]; ok && !types.IsNull(raw) {
 		vols, err := parseVolumeSizes(raw, signed)
 		if err != nil {
@@ -310,7 +329,7 @@ func decodeStored(raw json.RawMessage, what string, shape storedShape) (Resource
 		return Resource{}, err
 	}
 	if shape != report {
-		if err := types.RefuseUnknown(m, what+" (stored form)", "volumes", "disks", "storage", ZeroByteKey); err != nil {
+		if err := types.RefuseUnknown(m, what+" (stored form)", "volumes", "disks", "storage", ZeroByteKey, "pools", "default_pool", "pool_objects"); err != nil {
 			return Resource{}, err
 		}
 	}

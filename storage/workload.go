@@ -5,6 +5,7 @@ import (
 	"maps"
 	"slices"
 
+	"github.com/eru-extend/resources/storage/pool"
 	"github.com/eru-extend/resources/types"
 )
 
@@ -24,6 +25,11 @@ type Workload struct {
 	// the bindings charged no bytes (see Resource.ZeroByte). A stored
 	// workload leaves it nil: its plan entries of 0 bytes are counted.
 	ZeroByte map[string]int64
+	// PoolPlanRequest and PoolPlanLimit are the workload's pool volumes:
+	// binding (stored form) to pool, object and bytes (docs/pools.md).
+	// Absent when the workload has none.
+	PoolPlanRequest pool.Plans
+	PoolPlanLimit   pool.Plans
 }
 
 // VolumePlan maps a binding's full form to where it was placed: one device
@@ -42,6 +48,9 @@ type workloadJSON struct {
 	DisksLimit        []Disk     `json:"disks_limit"`
 	// Only in a realloc's delta_resource; core stores nothing of it.
 	ZeroByte map[string]int64 `json:"zero_byte_bindings,omitempty"`
+	// The pool plans, absent when the workload has no pool volume.
+	PoolPlanRequest json.RawMessage `json:"pool_plan_request,omitempty"`
+	PoolPlanLimit   json.RawMessage `json:"pool_plan_limit,omitempty"`
 }
 
 // MarshalJSON writes the stored form, with empty collections as {} and [].
@@ -56,6 +65,15 @@ func (w *Workload) MarshalJSON() ([]byte, error) {
 		DisksRequest:      w.DisksRequest,
 		DisksLimit:        w.DisksLimit,
 		ZeroByte:          w.ZeroByte,
+	}
+	if len(w.PoolPlanRequest) > 0 || len(w.PoolPlanLimit) > 0 {
+		var err error
+		if out.PoolPlanRequest, err = json.Marshal(w.PoolPlanRequest); err != nil {
+			return nil, err
+		}
+		if out.PoolPlanLimit, err = json.Marshal(w.PoolPlanLimit); err != nil {
+			return nil, err
+		}
 	}
 	for _, b := range w.VolumesRequest {
 		out.VolumesRequest = append(out.VolumesRequest, b.String())
@@ -109,6 +127,12 @@ func DecodeWorkload(raw json.RawMessage) (*Workload, error) {
 		}
 	}
 	w.ZeroByte = in.ZeroByte
+	if w.PoolPlanRequest, err = pool.DecodePlans(in.PoolPlanRequest, true); err != nil {
+		return nil, errInvalid("workload resource: pool_plan_request: %v", err)
+	}
+	if w.PoolPlanLimit, err = pool.DecodePlans(in.PoolPlanLimit, true); err != nil {
+		return nil, errInvalid("workload resource: pool_plan_limit: %v", err)
+	}
 	for _, n := range []int64{w.StorageRequest, w.StorageLimit} {
 		if n > maxBytes || n < -maxBytes {
 			return nil, errInvalid("workload resource: storage %d is out of range", n)
@@ -247,6 +271,9 @@ type WorkloadRequest struct {
 	FlatRequest, FlatLimit int64
 	// Totals: flat plus the bindings' sizes.
 	StorageRequest, StorageLimit int64
+	// Pools are the pool volumes asked (docs/pools.md): not part of the
+	// storage totals, never placed on a local device.
+	Pools []*pool.Binding
 }
 
 // needsScheduling reports whether any binding needs a device or IO quota.
@@ -261,7 +288,7 @@ func (w *WorkloadRequest) needsScheduling() bool {
 
 // IsEmpty reports whether the request asks nothing of storage.
 func (w *WorkloadRequest) IsEmpty() bool {
-	return len(w.Request) == 0 && w.StorageRequest == 0 && w.StorageLimit == 0
+	return len(w.Request) == 0 && len(w.Pools) == 0 && w.StorageRequest == 0 && w.StorageLimit == 0
 }
 
 // Keys a workload request may carry.
@@ -289,6 +316,17 @@ func ParseWorkloadRequest(raw json.RawMessage, signed bool) (*WorkloadRequest, e
 		return nil, err
 	}
 	w := &WorkloadRequest{}
+	reqPools, reqList, err := splitPoolBindings(reqList, signed)
+	if err != nil {
+		return nil, errInvalid("volumes-request: %v", err)
+	}
+	limPools, limList, err := splitPoolBindings(limList, signed)
+	if err != nil {
+		return nil, errInvalid("volumes: %v", err)
+	}
+	if w.Pools, err = pairPools(reqPools, limPools, hasReq, hasLim); err != nil {
+		return nil, err
+	}
 	if w.Request, err = parseBindings(reqList, signed); err != nil {
 		return nil, errInvalid("volumes-request: %v", err)
 	}

@@ -323,7 +323,7 @@ func TestMetrics(t *testing.T) {
 				Labels []string `json:"labels"`
 			}
 			env.Call(t, "storage", "get-metrics-description", obj{}, &desc)
-			require.Len(t, desc, 5)
+			require.Len(t, desc, 6)
 			names := map[string][]string{}
 			for _, d := range desc {
 				require.Equal(t, "gauge", d.Type)
@@ -334,6 +334,7 @@ func TestMetrics(t *testing.T) {
 				"storage_capacity":        {"podname", "nodename"},
 				"storage_volume_used":     {"podname", "nodename", "device"},
 				"storage_volume_capacity": {"podname", "nodename", "device"},
+				"storage_pool_held_bytes": {"podname", "nodename", "pool"},
 				"node_schedulable":        {"podname", "nodename", "status"},
 			}, names)
 		})

@@ -18,6 +18,10 @@ type Plan struct {
 	Pool   string `json:"pool"`
 	Object string `json:"object"`
 	Bytes  int64  `json:"bytes"`
+	// From is, for a binding that attaches an existing object, the node
+	// whose record had the object when calculate-deploy planned it: the
+	// usage write reads and writes that record in its transaction.
+	From string `json:"from,omitempty"`
 }
 
 // Plans are one workload's pool plans by binding.

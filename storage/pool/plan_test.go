@@ -21,10 +21,10 @@ func TestPlans(t *testing.T) {
 		err    string
 	}{
 		{"a workload's plans are read", `{"` + b1 + `":{"pool":"ceph-a","object":"v-0000000000000001","bytes":107374182400}}`, false,
-			Plans{b1: {"ceph-a", "v-0000000000000001", 107374182400}}, ""},
+			Plans{b1: {Pool: "ceph-a", Object: "v-0000000000000001", Bytes: 107374182400}}, ""},
 		{"absent plans are none", ``, false, Plans{}, ""},
 		{"a delta may carry negative bytes", `{"` + b2 + `":{"pool":"ceph-a","object":"v-0000000000000001","bytes":-5}}`, true,
-			Plans{b2: {"ceph-a", "v-0000000000000001", -5}}, ""},
+			Plans{b2: {Pool: "ceph-a", Object: "v-0000000000000001", Bytes: -5}}, ""},
 		{"negative bytes outside a delta are refused", `{"` + b2 + `":{"pool":"ceph-a","object":"v-0000000000000001","bytes":-5}}`, false, nil, "out of range"},
 		{"an unknown field is refused", `{"` + b2 + `":{"pool":"ceph-a","object":"v-0000000000000001","bytes":5,"x":1}}`, false, nil, "unknown field"},
 		{"a key that is not a pool binding is refused", `{"AUTO:/d:rw:1":{"pool":"ceph-a","object":"v-0000000000000001","bytes":5}}`, false, nil, "not POOL"},
@@ -44,15 +44,15 @@ func TestPlans(t *testing.T) {
 	}
 	t.Run("plans of several workloads sum per object", func(t *testing.T) {
 		got, err := SumPlans(
-			Plans{b1: {"ceph-a", "v-0000000000000001", 10}, b2: {"nfs1", "v-0000000000000002", 3}},
-			Plans{b1: {"ceph-a", "v-0000000000000003", 7}},
+			Plans{b1: {Pool: "ceph-a", Object: "v-0000000000000001", Bytes: 10}, b2: {Pool: "nfs1", Object: "v-0000000000000002", Bytes: 3}},
+			Plans{b1: {Pool: "ceph-a", Object: "v-0000000000000003", Bytes: 7}},
 			nil,
 		)
 		require.NoError(t, err)
 		require.Equal(t, map[string]Amount{"v-0000000000000001": {"ceph-a", 10}, "v-0000000000000002": {"nfs1", 3}, "v-0000000000000003": {"ceph-a", 7}}, got)
 	})
 	t.Run("an object planned in two pools is refused", func(t *testing.T) {
-		_, err := SumPlans(Plans{b1: {"ceph-a", "v-0000000000000001", 10}}, Plans{b2: {"nfs1", "v-0000000000000001", 3}})
+		_, err := SumPlans(Plans{b1: {Pool: "ceph-a", Object: "v-0000000000000001", Bytes: 10}}, Plans{b2: {Pool: "nfs1", Object: "v-0000000000000001", Bytes: 3}})
 		require.ErrorContains(t, err, "planned in pools ceph-a and nfs1")
 	})
 }

@@ -1,0 +1,231 @@
+package cmd
+
+import (
+	"strconv"
+	"time"
+
+	"github.com/urfave/cli/v2"
+
+	"github.com/eru-extend/resources/cmd/config"
+	"github.com/eru-extend/resources/nodes"
+	"github.com/eru-extend/resources/storage/pool"
+	"github.com/eru-extend/resources/storage/pooladmin"
+	"github.com/eru-extend/resources/store"
+	"github.com/eru-extend/resources/types"
+)
+
+// poolsCommand is `storage pools …`: the storage pools shared by several
+// nodes (docs/pools.md). Only the storage binary has it.
+func (r *runner) poolsCommand() *cli.Command {
+	admin := func(s store.Store) *pooladmin.Admin { return &pooladmin.Admin{Store: s} }
+	return &cli.Command{
+		Name:  "pools",
+		Usage: "storage pools shared by several nodes: list, get, set-capacity, objects, object, declare-lost, check, repair",
+		Subcommands: []*cli.Command{
+			{
+				Name:  "list",
+				Usage: "every pool, by id, with its attachments",
+				Flags: []cli.Flag{outputFlag()},
+				Action: Run(r, spec{name: "pools list", mode: config.ReadExisting}, func(op *operation) (nodes.Answer[pooladmin.List], error) {
+					return read(admin(op.store).List(op.ctx))
+				}, poolListTables),
+			},
+			{
+				Name:      "get",
+				Usage:     "one pool: capacity, reserved bytes, version, attachments",
+				ArgsUsage: "POOL",
+				Flags:     []cli.Flag{outputFlag()},
+				Action: Run(r, spec{name: "pools get", nargs: 1, mode: config.ReadExisting}, func(op *operation) (nodes.Answer[pool.View], error) {
+					return read(admin(op.store).Get(op.ctx, op.args[0]))
+				}, poolViewTables),
+			},
+			{
+				Name:      "set-capacity",
+				Usage:     "set a pool's capacity (--if-version is mandatory; lowering it evicts nothing)",
+				ArgsUsage: "POOL SIZE",
+				Flags:     mutatingFlags(),
+				Action: Run(r, spec{name: "pools set-capacity", nargs: 2, mode: config.WriteExisting}, func(op *operation) (nodes.Answer[pool.View], error) {
+					size, err := types.ParseSize(op.args[1], false)
+					if err != nil {
+						return nodes.Answer[pool.View]{}, types.Wrap(types.InvalidArgument, err, "SIZE")
+					}
+					return admin(op.store).SetCapacity(op.ctx, op.args[0], size, op.cmd)
+				}, poolViewTables),
+			},
+			{
+				Name:      "objects",
+				Usage:     "a pool's objects (an object moving out is listed under its target)",
+				ArgsUsage: "POOL",
+				Flags:     []cli.Flag{outputFlag(), &cli.StringFlag{Name: "node", Usage: "only the objects this node's record keeps"}},
+				Action: Run(r, spec{name: "pools objects", nargs: 1, mode: config.ReadExisting}, func(op *operation) (nodes.Answer[pooladmin.Objects], error) {
+					if n := op.c.String("node"); n != "" {
+						if err := nodes.ValidName(n); err != nil {
+							return read(pooladmin.Objects{}, types.Wrap(types.InvalidArgument, err, "--node"))
+						}
+					}
+					return read(admin(op.store).Objects(op.ctx, op.args[0], op.c.String("node")))
+				}, objectListTables),
+			},
+			{
+				Name:      "object",
+				Usage:     "one pool object",
+				ArgsUsage: "OBJECT",
+				Flags:     []cli.Flag{outputFlag()},
+				Action: Run(r, spec{name: "pools object", nargs: 1, mode: config.ReadExisting}, func(op *operation) (nodes.Answer[pool.ObjectView], error) {
+					return read(admin(op.store).Object(op.ctx, op.args[0]))
+				}, func(o pool.ObjectView, _ time.Time) []block {
+					return objectListTables(pooladmin.Objects{Objects: []pool.ObjectView{o}}, time.Time{})
+				}),
+			},
+			{
+				Name:      "declare-lost",
+				Usage:     "declare a pool's storage gone for good (every member isolated, or none)",
+				ArgsUsage: "POOL",
+				Flags:     mutatingFlags(),
+				Action: Run(r, spec{name: "pools declare-lost", nargs: 1, mode: config.WriteExisting}, func(op *operation) (nodes.Answer[pooladmin.Lost], error) {
+					return admin(op.store).DeclareLost(op.ctx, op.args[0], op.cmd)
+				}, func(l pooladmin.Lost, now time.Time) []block {
+					return append(poolViewTables(l.Pool, now), block{
+						{"LOST VOLUMES", strconv.Itoa(l.LostVolumes)},
+						{"DISCARDED CLEANUPS", strconv.Itoa(l.DiscardedCleanups)},
+					})
+				}),
+			},
+			{
+				Name:      "move",
+				Usage:     "move an object to another pool, copying it on a node that reaches both (run it on that node); the same --command-id resumes, --abort undoes",
+				ArgsUsage: "OBJECT",
+				Flags: []cli.Flag{outputFlag(),
+					&cli.StringFlag{Name: "command-id", Usage: "names the move: the same id resumes it", DefaultText: "move-OBJECT-POOL"},
+					&cli.StringFlag{Name: "to", Usage: "the target pool (required)"},
+					&cli.StringFlag{Name: "node", Usage: "the node that copies, this host (required)"},
+					&cli.BoolFlag{Name: "abort", Usage: "undo a move that did not settle: remove the target copy and release the target's reservation"},
+				},
+				Action: Run(r, spec{name: "pools move", nargs: 1, mode: config.WriteExisting}, func(op *operation) (nodes.Answer[pool.ObjectView], error) {
+					if op.c.String("to") == "" || op.c.String("node") == "" {
+						return read(pool.ObjectView{}, types.Invalid("--to and --node are required"))
+					}
+					if err := nodes.ValidName(op.c.String("node")); err != nil {
+						return read(pool.ObjectView{}, types.Wrap(types.InvalidArgument, err, "--node"))
+					}
+					return read(admin(op.store).Move(op.ctx, pooladmin.MoveRequest{Object: op.args[0], To: op.c.String("to"), Node: op.c.String("node"),
+						CommandID: op.c.String("command-id"), Abort: op.c.Bool("abort")}))
+				}, func(o pool.ObjectView, _ time.Time) []block {
+					return objectListTables(pooladmin.Objects{Objects: []pool.ObjectView{o}}, time.Time{})
+				}),
+			},
+			{
+				Name:      "cleanup",
+				Usage:     "remove the copies a pool still keeps (a moved object's source, an aborted move's target), on a node that declares it (run it on that node)",
+				ArgsUsage: "POOL",
+				Flags:     []cli.Flag{outputFlag(), &cli.StringFlag{Name: "node", Usage: "the node that removes, this host (required)"}},
+				Action: Run(r, spec{name: "pools cleanup", nargs: 1, mode: config.WriteExisting}, func(op *operation) (nodes.Answer[pooladmin.Cleaned], error) {
+					if err := nodes.ValidName(op.c.String("node")); err != nil {
+						return read(pooladmin.Cleaned{}, types.Wrap(types.InvalidArgument, err, "--node"))
+					}
+					return read(admin(op.store).Cleanup(op.ctx, op.args[0], op.c.String("node")))
+				}, func(c pooladmin.Cleaned, _ time.Time) []block {
+					b := block{{"OBJECT", "REASON", "SIZE", "SINCE"}}
+					for _, x := range c.Removed {
+						b = append(b, []string{x.Object, x.Reason, humanBytes(x.Bytes), x.Since.UTC().Format(time.RFC3339)})
+					}
+					return []block{b}
+				}),
+			},
+			{
+				Name:  "check",
+				Usage: "recompute every pool's counters from the node records and report drift",
+				Flags: []cli.Flag{outputFlag()},
+				Action: Run(r, spec{name: "pools check", mode: config.ReadExisting}, func(op *operation) (nodes.Answer[pooladmin.Check], error) {
+					return read(admin(op.store).Check(op.ctx))
+				}, func(c pooladmin.Check, _ time.Time) []block { return driftTables(c.Pools) }),
+			},
+			{
+				Name:      "repair",
+				Usage:     "write a pool's recomputed counters (compared against every node record read)",
+				ArgsUsage: "POOL",
+				Flags:     []cli.Flag{outputFlag(), &cli.StringFlag{Name: "command-id", Usage: "make the command replayable: the same id with the same arguments answers the first answer and writes nothing"}},
+				Action: Run(r, spec{name: "pools repair", nargs: 1, mode: config.WriteExisting}, func(op *operation) (nodes.Answer[pool.Drift], error) {
+					return admin(op.store).Repair(op.ctx, op.args[0], op.cmd)
+				}, func(d pool.Drift, _ time.Time) []block { return driftTables([]pool.Drift{d}) }),
+			},
+		},
+	}
+}
+
+// capacityText is a pool's capacity, or what its absence means.
+func capacityText(c *int64) string {
+	if c == nil {
+		return "unset (takes no objects)"
+	}
+	return humanBytes(*c)
+}
+
+func poolListTables(l pooladmin.List, _ time.Time) []block {
+	b := block{{"POOL", "CAPACITY", "RESERVED", "OBJECTS", "VERSION", "MEMBERS", "NOTE"}}
+	for _, p := range l.Pools {
+		note := ""
+		switch {
+		case p.LostAt != nil:
+			note = "LOST"
+		case p.Capacity == nil:
+			note = "no capacity"
+		case p.Reserved > *p.Capacity:
+			note = "reserved > capacity"
+		}
+		capText := "-"
+		if p.Capacity != nil {
+			capText = humanBytes(*p.Capacity)
+		}
+		b = append(b, []string{p.ID, capText, humanBytes(p.Reserved), strconv.FormatInt(p.Objects, 10),
+			strconv.FormatInt(p.Version, 10), strconv.Itoa(len(p.Attachments)), dash(note)})
+	}
+	return []block{b}
+}
+
+func poolViewTables(p pool.View, _ time.Time) []block {
+	lost := "-"
+	if p.LostAt != nil {
+		lost = *p.LostAt
+	}
+	fields := block{
+		{"POOL", p.ID},
+		{"CAPACITY", capacityText(p.Capacity)},
+		{"RESERVED", humanBytes(p.Reserved)},
+		{"OBJECTS", strconv.FormatInt(p.Objects, 10)},
+		{"CLEANUPS", strconv.FormatInt(p.CleanupCount, 10)},
+		{"VERSION", strconv.FormatInt(p.Version, 10)},
+		{"DECLARED", p.DeclaredAt},
+		{"LOST", lost},
+	}
+	atts := block{{"NODE", "PATH", "DEFAULT", "AVAILABLE", "HELD"}}
+	for _, a := range p.Attachments {
+		avail := yesNo(a.Available)
+		if a.Reason != "" {
+			avail += " (" + a.Reason + ")"
+		}
+		atts = append(atts, []string{a.Node, a.Path, yesNo(a.DefaultPool), avail, strconv.Itoa(a.Held)})
+	}
+	return []block{fields, atts}
+}
+
+func objectListTables(o pooladmin.Objects, _ time.Time) []block {
+	b := block{{"OBJECT", "POOL", "SIZE", "NODE", "HELD", "STATE", "MOVING TO"}}
+	for _, x := range o.Objects {
+		b = append(b, []string{x.ID, x.Pool, humanBytes(x.Bytes), x.Node, yesNo(x.Held), x.State, dash(x.MovingTo)})
+	}
+	return []block{b}
+}
+
+func driftTables(ds []pool.Drift) []block {
+	b := block{{"POOL", "RESERVED", "RECOMPUTED", "DRIFT", "OBJECTS", "RECOMPUTED OBJECTS"}}
+	for _, d := range ds {
+		drift := strconv.FormatInt(d.DriftBytes, 10)
+		if d.NoRecord {
+			drift += " (no pool record)"
+		}
+		b = append(b, []string{d.Pool, strconv.FormatInt(d.Reserved, 10), strconv.FormatInt(d.Recomputed, 10), drift,
+			strconv.FormatInt(d.Objects, 10), strconv.FormatInt(d.RecomputedObjects, 10)})
+	}
+	return []block{b}
+}

@@ -1,0 +1,146 @@
+package main_test
+
+import (
+	"os"
+	"path/filepath"
+	"syscall"
+	"testing"
+
+	"github.com/stretchr/testify/require"
+
+	"github.com/eru-extend/resources/tests/testenv"
+)
+
+// TestPoolMove: an object moves between two pool paths on a node that
+// reaches both, with its data; the source copy goes once the move settled.
+func TestPoolMove(t *testing.T) {
+	testenv.Backends(t, func(t *testing.T, env *testenv.Env) {
+		a, b := t.TempDir(), t.TempDir()
+		addNode(t, env, "n1", obj{"storage": "1T", "pools": []string{"ceph-a:" + a, "nfs1:" + b}, "default-pool": "ceph-a"})
+		env.OpOK(t, "storage", nil, "pools", "set-capacity", "ceph-a", "100G", "--if-version", "0")
+		env.OpOK(t, "storage", nil, "pools", "set-capacity", "nfs1", "100G", "--if-version", "0")
+		d := deploy(t, env, "n1", 1, obj{"volumes": []string{"POOL:/data:rw:10G"}})
+		commit(t, env, "n1", d.WorkloadsResource, true)
+		object := poolPlans(t, d.WorkloadsResource[0])["POOL:/data:rw:10737418240:0:0:0:0"].Object
+		src := filepath.Join(a, object)
+		require.NoError(t, os.MkdirAll(filepath.Join(src, "sub"), 0o755))
+		require.NoError(t, os.WriteFile(filepath.Join(src, "sub", "f"), []byte("data"), 0o640))
+		require.NoError(t, os.Symlink("sub/f", filepath.Join(src, "link")))
+
+		t.Run("the move copies the tree, settles in the target pool and removes the source", func(t *testing.T) {
+			var o struct {
+				Pool  string `json:"pool"`
+				State string `json:"state"`
+				Node  string `json:"node_id"`
+			}
+			env.OpOK(t, "storage", &o, "pools", "move", object, "--to", "nfs1", "--node", "n1")
+			require.Equal(t, "nfs1", o.Pool)
+			require.Equal(t, "AVAILABLE", o.State)
+			got, err := os.ReadFile(filepath.Join(b, object, "sub", "f"))
+			require.NoError(t, err)
+			require.Equal(t, "data", string(got))
+			link, err := os.Readlink(filepath.Join(b, object, "link"))
+			require.NoError(t, err)
+			require.Equal(t, "sub/f", link)
+			_, err = os.Lstat(src)
+			require.True(t, os.IsNotExist(err), "the source copy is removed after the settle")
+			require.Zero(t, poolGet(t, env, "ceph-a").Reserved)
+			require.Equal(t, 10*gib, poolGet(t, env, "nfs1").Reserved)
+			noDrift(t, env)
+		})
+		t.Run("running it again changes nothing", func(t *testing.T) {
+			before := env.Dump(t)
+			env.OpOK(t, "storage", nil, "pools", "move", object, "--to", "nfs1", "--node", "n1")
+			require.Equal(t, before, env.Dump(t))
+		})
+		t.Run("an abort of a settled move removes nothing", func(t *testing.T) {
+			env.OpOK(t, "storage", nil, "pools", "move", object, "--to", "nfs1", "--node", "n1", "--abort")
+			_, err := os.Stat(filepath.Join(b, object, "sub", "f"))
+			require.NoError(t, err)
+			noDrift(t, env)
+		})
+		t.Run("a move without --to is invalid_argument", func(t *testing.T) {
+			require.Equal(t, 2, env.Op(t, "storage", "pools", "move", object, "--node", "n1").Code)
+		})
+	})
+}
+
+// TestPoolMoveInterrupted: a copy that fails leaves the object MOVING and
+// reserved in both pools; --abort releases the target and keeps the
+// source; the same move then runs to the end.
+func TestPoolMoveInterrupted(t *testing.T) {
+	testenv.Backends(t, func(t *testing.T, env *testenv.Env) {
+		a, b := t.TempDir(), t.TempDir()
+		addNode(t, env, "n1", obj{"storage": "1T", "pools": []string{"ceph-a:" + a, "nfs1:" + b}, "default-pool": "ceph-a"})
+		env.OpOK(t, "storage", nil, "pools", "set-capacity", "ceph-a", "100G", "--if-version", "0")
+		env.OpOK(t, "storage", nil, "pools", "set-capacity", "nfs1", "100G", "--if-version", "0")
+		d := deploy(t, env, "n1", 1, obj{"volumes": []string{"POOL:/data:rw:10G"}})
+		commit(t, env, "n1", d.WorkloadsResource, true)
+		object := poolPlans(t, d.WorkloadsResource[0])["POOL:/data:rw:10737418240:0:0:0:0"].Object
+		src := filepath.Join(a, object)
+		require.NoError(t, os.MkdirAll(src, 0o755))
+		require.NoError(t, os.WriteFile(filepath.Join(src, "f"), []byte("data"), 0o644))
+		require.NoError(t, syscall.Mkfifo(filepath.Join(src, "fifo"), 0o644))
+
+		t.Run("a copy that fails leaves the object moving, reserved in both pools", func(t *testing.T) {
+			res := env.Op(t, "storage", "pools", "move", object, "--to", "nfs1", "--node", "n1", "--command-id", "m1")
+			require.Equal(t, 7, res.Code, res.Stderr)
+			require.Contains(t, res.Stderr, "fifo")
+			require.Equal(t, 10*gib, poolGet(t, env, "ceph-a").Reserved)
+			require.Equal(t, 10*gib, poolGet(t, env, "nfs1").Reserved)
+			line := env.Fail(t, "storage", "calculate-realloc", obj{"nodename": "n1", "workload_resource": d.WorkloadsResource[0],
+				"workload_resource_request": obj{"volumes": []string{"POOL:/data:rw:1G"}}})
+			require.Contains(t, line, "unavailable: object "+object+" is moving to pool nfs1")
+			noDrift(t, env)
+		})
+		t.Run("--abort releases the target and keeps the source", func(t *testing.T) {
+			env.OpOK(t, "storage", nil, "pools", "move", object, "--to", "nfs1", "--node", "n1", "--command-id", "m1", "--abort")
+			require.Zero(t, poolGet(t, env, "nfs1").Reserved)
+			require.Equal(t, 10*gib, poolGet(t, env, "ceph-a").Reserved)
+			_, err := os.Stat(filepath.Join(src, "f"))
+			require.NoError(t, err)
+			_, err = os.Lstat(filepath.Join(b, object))
+			require.True(t, os.IsNotExist(err))
+			noDrift(t, env)
+		})
+		t.Run("once the source is copyable the move runs to the end", func(t *testing.T) {
+			require.NoError(t, os.Remove(filepath.Join(src, "fifo")))
+			env.OpOK(t, "storage", nil, "pools", "move", object, "--to", "nfs1", "--node", "n1", "--command-id", "m2")
+			got, err := os.ReadFile(filepath.Join(b, object, "f"))
+			require.NoError(t, err)
+			require.Equal(t, "data", string(got))
+			require.Zero(t, poolGet(t, env, "ceph-a").Reserved)
+			require.Equal(t, 10*gib, poolGet(t, env, "nfs1").Reserved)
+			noDrift(t, env)
+		})
+	})
+}
+
+// TestPoolCleanup: a copy a crash left behind (a cleanup entry) is removed
+// by `pools cleanup` on a node that declares the pool.
+func TestPoolCleanup(t *testing.T) {
+	testenv.Backends(t, func(t *testing.T, env *testenv.Env) {
+		a := t.TempDir()
+		addNode(t, env, "n1", obj{"storage": "1T", "pools": []string{"ceph-a:" + a}})
+		const object = "v-00000000000000ff"
+		require.NoError(t, os.MkdirAll(filepath.Join(a, object, "d"), 0o755))
+		env.Put(t, "/pools/ceph-a", `{"pool_id":"ceph-a","reserved_bytes":0,"version":0,"object_count":0,"cleanup_count":1,`+
+			`"declared_at":"2026-11-30T12:00:00Z","lost_at":null,"cleanups":[{"object_id":"`+object+`","reason":"moved","command_id":"m1","bytes":5,"since":"2026-11-30T12:30:00Z"}]}`)
+		var out struct {
+			Removed []struct {
+				Object string `json:"object_id"`
+			} `json:"removed"`
+		}
+		env.OpOK(t, "storage", &out, "pools", "cleanup", "ceph-a", "--node", "n1")
+		require.Len(t, out.Removed, 1)
+		require.Equal(t, object, out.Removed[0].Object)
+		_, err := os.Lstat(filepath.Join(a, object))
+		require.True(t, os.IsNotExist(err))
+		var rec struct {
+			Count int `json:"cleanup_count"`
+		}
+		require.True(t, env.Record(t, "/pools/ceph-a", &rec))
+		require.Zero(t, rec.Count)
+		require.Equal(t, 2, env.Op(t, "storage", "pools", "cleanup", "ceph-a").Code, "--node is required")
+	})
+}

@@ -1,0 +1,217 @@
+package pooladmin
+
+import (
+	"context"
+
+	"github.com/eru-extend/resources/nodes"
+	"github.com/eru-extend/resources/storage"
+	"github.com/eru-extend/resources/storage/pool"
+	"github.com/eru-extend/resources/storage/pool/move"
+	"github.com/eru-extend/resources/store"
+	"github.com/eru-extend/resources/types"
+)
+
+// MoveRequest is `storage pools move ID --to P2 --node N [--abort]`.
+type MoveRequest struct {
+	Object, To, Node string
+	// CommandID names the move: the same id resumes it.
+	CommandID string
+	Abort     bool
+}
+
+// Move runs a move on this host, which is node Node and reaches both
+// pools: start (reserve in the target), copy, settle (the object lives in
+// the target, the source keeps a cleanup entry), remove the source copy and
+// drop the entry. Each transaction compares the holder's record and both
+// pool records. With Abort it undoes a move that did not settle.
+func (a *Admin) Move(ctx context.Context, r MoveRequest) (pool.ObjectView, error) {
+	if err := pool.ValidObjectID(r.Object); err != nil {
+		return pool.ObjectView{}, err
+	}
+	if err := pool.ValidID(r.To); err != nil {
+		return pool.ObjectView{}, err
+	}
+	if r.CommandID == "" {
+		r.CommandID = "move-" + r.Object + "-" + r.To
+	}
+	st, err := a.read(ctx)
+	if err != nil {
+		return pool.ObjectView{}, err
+	}
+	holder := ""
+	for name, n := range st.nodes {
+		if _, ok := n.Usage.PoolObjects[r.Object]; ok {
+			holder = name
+		}
+	}
+	if holder == "" {
+		return pool.ObjectView{}, types.Errorf(types.NotFound, "no node record keeps pool object %s", r.Object)
+	}
+	copier, ok := st.nodes[r.Node]
+	if !ok {
+		return pool.ObjectView{}, types.Errorf(types.NotFound, "the storage plugin has no record of node %s", r.Node)
+	}
+	from := st.nodes[holder].Usage.PoolObjects[r.Object].Pool
+	if from == r.To {
+		// Already there (a move that settled, run again): nothing to do,
+		// and an abort must not touch what is now the object's data.
+		return a.Object(ctx, r.Object)
+	}
+	fromDecl, okFrom := copier.Capacity.Pools[from]
+	toDecl, okTo := copier.Capacity.Pools[r.To]
+	if !okFrom || !okTo {
+		return pool.ObjectView{}, types.Errorf(types.FailedPrecondition, "node %s does not declare both pools %s and %s", r.Node, from, r.To)
+	}
+	// step runs one transition; done reports a step with nothing to do (a
+	// replay, or an abort of a move that is not in progress).
+	step := func(decide func(mr pool.MoveRequest) (pool.MoveOutcome, error)) (done bool, err error) {
+		keys := dedupe([]string{nodes.RecordPrefix("storage") + holder, nodes.RecordPrefix("storage") + r.Node,
+			nodes.RegistrationKey(r.Node), storage.PoolKey(from), storage.PoolKey(r.To)})
+		err = store.Update(ctx, a.Store, keys, func(tx *store.Tx) error {
+			done = false
+			hdata, ok := tx.Get(keys[0])
+			if !ok {
+				return types.Errorf(types.Aborted, "node %s's record went away; run the move again", holder)
+			}
+			h, err := storage.DecodeNode(hdata)
+			if err != nil {
+				return types.Wrap(types.DataLoss, err, "storage record of node "+holder)
+			}
+			pools := map[string]*pool.Record{}
+			for _, id := range []string{from, r.To} {
+				if rec, err := getRecord(tx, id); err == nil {
+					pools[id] = rec
+				}
+			}
+			reach := map[string]bool{}
+			checks := map[string]nodes.PoolCheck{}
+			if e, err := nodes.ReadEntry(r.Node, tx.Get); err == nil && e.Reg != nil && e.Reg.Observation != nil {
+				checks = e.Reg.Observation.Pools
+			}
+			for id := range copier.Capacity.Pools {
+				c, checked := checks[id]
+				reach[id] = !checked || c.Available
+			}
+			out, err := decide(pool.MoveRequest{Node: r.Node, Reach: reach, Holder: holder, Objects: h.Usage.PoolObjects,
+				ID: r.Object, To: r.To, CommandID: r.CommandID, Pools: pools})
+			if err != nil || out.Done {
+				done = out.Done
+				return err
+			}
+			h.Usage.PoolObjects = out.Objects
+			data, err := storage.Plugin{}.Encode(h)
+			if err != nil {
+				return err
+			}
+			tx.Put(keys[0], data)
+			for _, rec := range out.Pools {
+				if err := putRecord(tx, rec); err != nil {
+					return err
+				}
+			}
+			return nil
+		})
+		return done, err
+	}
+	drop := func(id string) error {
+		return store.Update(ctx, a.Store, []string{storage.PoolKey(id)}, func(tx *store.Tx) error {
+			rec, err := getRecord(tx, id)
+			if err != nil {
+				return err
+			}
+			next, ok := pool.DropCleanup(rec, r.Object)
+			if !ok {
+				return nil
+			}
+			return putRecord(tx, next)
+		})
+	}
+	now := a.now()
+	if r.Abort {
+		done, err := step(func(mr pool.MoveRequest) (pool.MoveOutcome, error) { return pool.AbortMove(mr, now) })
+		if err != nil {
+			return pool.ObjectView{}, err
+		}
+		if done {
+			// Nothing moving under this command: the target copy, if any,
+			// is live data now, never removed here.
+			return a.Object(ctx, r.Object)
+		}
+		if err := move.Abort(toDecl.Path, r.Object); err != nil {
+			return pool.ObjectView{}, types.Wrap(types.Unavailable, err, "removing the target copy")
+		}
+		if err := drop(r.To); err != nil {
+			return pool.ObjectView{}, err
+		}
+		return a.Object(ctx, r.Object)
+	}
+	if _, err := step(pool.StartMove); err != nil {
+		return pool.ObjectView{}, err
+	}
+	if err := move.Copy(ctx, fromDecl.Path, toDecl.Path, r.Object, move.Options{}); err != nil {
+		return pool.ObjectView{}, types.Wrap(types.Unavailable, err, "copying "+r.Object+" (run the same command again to resume, or --abort)")
+	}
+	if _, err := step(func(mr pool.MoveRequest) (pool.MoveOutcome, error) { return pool.SettleMove(mr, now) }); err != nil {
+		return pool.ObjectView{}, err
+	}
+	if err := move.Remove(fromDecl.Path, r.Object); err != nil {
+		return pool.ObjectView{}, types.Wrap(types.Unavailable, err, "removing the source copy (storage pools cleanup "+from+" --node "+r.Node+" does it later)")
+	}
+	if err := drop(from); err != nil {
+		return pool.ObjectView{}, err
+	}
+	return a.Object(ctx, r.Object)
+}
+
+// Cleaned is `storage pools cleanup`'s answer: the copies removed.
+type Cleaned struct {
+	Pool    string         `json:"pool"`
+	Removed []pool.Cleanup `json:"removed"`
+}
+
+// Cleanup removes, on this host (node Node, which declares the pool), every
+// copy pool id still keeps (a settled move's source, an aborted move's
+// target), then drops each entry under a compare on the pool record.
+func (a *Admin) Cleanup(ctx context.Context, id, node string) (Cleaned, error) {
+	if err := pool.ValidID(id); err != nil {
+		return Cleaned{}, err
+	}
+	st, err := a.read(ctx)
+	if err != nil {
+		return Cleaned{}, err
+	}
+	rec, ok := st.pools[id]
+	if !ok {
+		return Cleaned{}, notFound(id)
+	}
+	n, ok := st.nodes[node]
+	if !ok {
+		return Cleaned{}, types.Errorf(types.NotFound, "the storage plugin has no record of node %s", node)
+	}
+	decl, ok := n.Capacity.Pools[id]
+	if !ok {
+		return Cleaned{}, types.Errorf(types.FailedPrecondition, "node %s does not declare pool %s", node, id)
+	}
+	out := Cleaned{Pool: id, Removed: []pool.Cleanup{}}
+	for _, c := range rec.Cleanups {
+		if err := move.Remove(decl.Path, c.Object); err != nil {
+			return out, types.Wrap(types.Unavailable, err, "removing the copy of "+c.Object)
+		}
+		err := store.Update(ctx, a.Store, []string{storage.PoolKey(id)}, func(tx *store.Tx) error {
+			cur, err := getRecord(tx, id)
+			if err != nil {
+				return err
+			}
+			next, ok := pool.DropCleanup(cur, c.Object)
+			if !ok {
+				return nil
+			}
+			return putRecord(tx, next)
+		})
+		if err != nil {
+			return out, err
+		}
+		out.Removed = append(out.Removed, c)
+	}
+	return out, nil
+}
