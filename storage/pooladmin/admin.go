@@ -94,9 +94,9 @@ func decodeState(get func(string) ([]byte, bool), list func(prefix string) []str
 			return nil, err
 		}
 		st.entries[name] = e
-		if _, ok := get(nodes.RegistrationKey(name)); ok {
-			st.keys = append(st.keys, nodes.RegistrationKey(name))
-		}
+		// The registration and the session are read (ReadEntry), so a
+		// transaction over this state names both, present or not.
+		st.keys = append(st.keys, nodes.Keys(name)...)
 	}
 	return st, nil
 }

@@ -66,7 +66,7 @@ func (a *Admin) Move(ctx context.Context, r MoveRequest) (pool.ObjectView, error
 	// replay, or an abort of a move that is not in progress).
 	step := func(decide func(mr pool.MoveRequest) (pool.MoveOutcome, error)) (done bool, err error) {
 		keys := dedupe([]string{nodes.RecordPrefix("storage") + holder, nodes.RecordPrefix("storage") + r.Node,
-			nodes.RegistrationKey(r.Node), storage.PoolKey(from), storage.PoolKey(r.To)})
+			nodes.RegistrationKey(r.Node), nodes.SessionKey(r.Node), storage.PoolKey(from), storage.PoolKey(r.To)})
 		err = store.Update(ctx, a.Store, keys, func(tx *store.Tx) error {
 			done = false
 			hdata, ok := tx.Get(keys[0])
