@@ -152,7 +152,7 @@ func TestEveryHTTPAnswerNamesItsLevelAndSchema(t *testing.T) {
 		{"GET", "/metrics", 200, "metrics", "metrics"},
 		{"GET", "/v1/nodes", 400, "operator", "operator"}, // the command's own answer: no store file yet
 		{"POST", "/v1/nodes/n1:drain", 403, "operator", "operator"},
-		{"GET", "/v1/pools", 501, "operator", "operator"},
+		{"PUT", "/v1/pools/ceph-a/capacity", 403, "operator", "operator"},
 		{"GET", "/nowhere", 404, "catch-all", "catch-all"},
 		{"DELETE", "/healthz", 405, "exempt", "health"},
 	} {

@@ -35,7 +35,12 @@ func (d *Daemon) Handler(token string) http.Handler {
 	mux.HandleFunc("GET /healthz", func(w http.ResponseWriter, _ *http.Request) { _, _ = io.WriteString(w, "ok\n") })
 	mux.HandleFunc("GET /readyz", d.readyz)
 	op := func(route string, write bool, args func(r *http.Request, body map[string]any) ([]string, error)) http.Handler {
-		return d.timed(route, d.operator(route, write, token, args))
+		return d.timed(route, d.operator(route, d.name, write, token, args))
+	}
+	// Pools are the storage plugin's: their commands run as `storage`,
+	// whichever binary started the daemon.
+	poolOp := func(route string, write bool, args func(r *http.Request, body map[string]any) ([]string, error)) http.Handler {
+		return d.timed(route, d.operator(route, "storage", write, token, args))
 	}
 	mux.Handle("GET /v1/nodes", op("GET /v1/nodes", false, func(r *http.Request, _ map[string]any) ([]string, error) {
 		args := []string{"nodes", "list"}
@@ -85,12 +90,44 @@ func (d *Daemon) Handler(token string) http.Handler {
 		id, err := pathID(r.PathValue("id"))
 		return append([]string{"overcommit", "set-node", id}, mutating(body)...), err // no ratio: both follow the defaults
 	}))
-	notYet := func(w http.ResponseWriter, _ *http.Request) {
-		writeError(w, http.StatusNotImplemented, "unimplemented", "storage pools are not implemented yet")
-	}
-	mux.HandleFunc("/v1/pools", notYet)
-	mux.HandleFunc("/v1/pools/", notYet)
-	mux.HandleFunc("/v1/objects/", notYet)
+	mux.Handle("GET /v1/pools", poolOp("GET /v1/pools", false, func(*http.Request, map[string]any) ([]string, error) {
+		return []string{"pools", "list"}, nil
+	}))
+	mux.Handle("GET /v1/pools/{id}", poolOp("GET /v1/pools/{id}", false, func(r *http.Request, _ map[string]any) ([]string, error) {
+		id, err := pathArg("pool", r.PathValue("id"))
+		return []string{"pools", "get", id}, err
+	}))
+	mux.Handle("GET /v1/pools/{id}/objects", poolOp("GET /v1/pools/{id}/objects", false, func(r *http.Request, _ map[string]any) ([]string, error) {
+		id, err := pathArg("pool", r.PathValue("id"))
+		args := []string{"pools", "objects", id}
+		if n := r.URL.Query().Get("node"); n != "" {
+			args = append(args, "--node", n)
+		}
+		return args, err
+	}))
+	mux.Handle("PUT /v1/pools/{id}/capacity", poolOp("PUT /v1/pools/{id}/capacity", true, func(r *http.Request, body map[string]any) ([]string, error) {
+		id, err := pathArg("pool", r.PathValue("id"))
+		if err != nil {
+			return nil, err
+		}
+		size, ok := body["capacity"]
+		if !ok || size == nil {
+			return nil, types.Invalid("body: capacity is missing (bytes, or a size such as \"300G\")")
+		}
+		return append([]string{"pools", "set-capacity", id, number(size)}, mutating(body)...), nil
+	}))
+	mux.Handle("POST /v1/pools/{action}", poolOp("POST /v1/pools/{id}:declare-lost", true, func(r *http.Request, body map[string]any) ([]string, error) {
+		id, ok := strings.CutSuffix(r.PathValue("action"), ":declare-lost")
+		if !ok {
+			return nil, types.Errorf(types.NotFound, "no operation %q: want /v1/pools/{id}:declare-lost", r.PathValue("action"))
+		}
+		id, err := pathArg("pool", id)
+		return append([]string{"pools", "declare-lost", id}, mutating(body)...), err
+	}))
+	mux.Handle("GET /v1/objects/{id}", poolOp("GET /v1/objects/{id}", false, func(r *http.Request, _ map[string]any) ([]string, error) {
+		id, err := pathArg("object", r.PathValue("id"))
+		return []string{"pools", "object", id}, err
+	}))
 	return d.admitted(mux)
 }
 
@@ -103,10 +140,14 @@ func contains(list []string, s string) bool {
 	return false
 }
 
-// pathID refuses an id the command line would read as a flag.
-func pathID(id string) (string, error) {
+// pathID refuses a node id the command line would read as a flag.
+func pathID(id string) (string, error) { return pathArg("node", id) }
+
+// pathArg refuses an id (of a node, a pool, an object) that the command
+// line would read as a flag; the command checks the rest.
+func pathArg(what, id string) (string, error) {
 	if id == "" || strings.HasPrefix(id, "-") {
-		return "", types.Invalid("node id %q is not a node name", id)
+		return "", types.Invalid("%s id %q is not a %s name", what, id, what)
 	}
 	return id, nil
 }
@@ -215,7 +256,7 @@ func caller(r *http.Request) string {
 
 // operator runs one operator command through the command tree, JSON out,
 // error classes mapped to HTTP statuses as gRPC gateways map them.
-func (d *Daemon) operator(route string, write bool, token string, argsOf func(*http.Request, map[string]any) ([]string, error)) http.HandlerFunc {
+func (d *Daemon) operator(route, bin string, write bool, token string, argsOf func(*http.Request, map[string]any) ([]string, error)) http.HandlerFunc {
 	return func(w http.ResponseWriter, r *http.Request) {
 		result := "ok"
 		defer func() { d.metrics.requests.WithLabelValues(route, result).Inc() }()
@@ -241,7 +282,7 @@ func (d *Daemon) operator(route string, write bool, token string, argsOf func(*h
 			return
 		}
 		args = append(args, "-o", "json")
-		code, out, stderr := d.run(d.options(d.cfg, d.linearizable()), d.name, args, nil)
+		code, out, stderr := d.run(d.options(d.cfg, d.linearizable()), bin, args, nil)
 		d.log.Info("operator call", "route", route, "peer", caller(r), "code", code)
 		if code == 0 {
 			w.Header().Set("Content-Type", "application/json")

@@ -110,6 +110,7 @@ func TestTheOperatorAPIWritesOnlyWithTheToken(t *testing.T) {
 		d.Stop(t)
 	}
 	env.Call(t, "storage", "add-node", obj{"nodename": "n1", "resource": obj{"storage": "1T"}}, nil)
+	env.Call(t, "storage", "add-node", obj{"nodename": "p1", "resource": obj{"storage": "1T", "pools": []string{"ceph-a:/mnt/ceph-a"}}}, nil)
 	logFile := filepath.Join(env.Dir, "serve.log")
 
 	t.Run("without a token file the API is read-only", func(t *testing.T) {
@@ -152,7 +153,15 @@ func TestTheOperatorAPIWritesOnlyWithTheToken(t *testing.T) {
 			{"overcommit defaults", "PUT", "/v1/overcommit/defaults", token, `{"cpu":2000,"memory":1000}`, 200, `"cpu":2000`},
 			{"overcommit defaults read", "GET", "/v1/overcommit/defaults", "", "", 200, `"memory":1000`},
 			{"a bad ratio", "PUT", "/v1/overcommit/nodes/n1", token, `{"cpu":0}`, 400, `"code":"invalid_argument"`},
-			{"pools are not there yet", "GET", "/v1/pools", "", "", 501, `"code":"unimplemented"`},
+			{"the pools", "GET", "/v1/pools", "", "", 200, `"pool_id":"ceph-a"`},
+			{"a pool", "GET", "/v1/pools/ceph-a", "", "", 200, `"node_id":"p1"`},
+			{"a pool's capacity without the token", "PUT", "/v1/pools/ceph-a/capacity", "", `{"capacity":"300G","if_version":0}`, 401, `"code":"unauthenticated"`},
+			{"a pool's capacity without its version", "PUT", "/v1/pools/ceph-a/capacity", token, `{"capacity":"300G"}`, 400, `"code":"invalid_argument"`},
+			{"a pool's capacity", "PUT", "/v1/pools/ceph-a/capacity", token, `{"capacity":"300G","if_version":0}`, 200, `"capacity_bytes":322122547200`},
+			{"a pool's objects", "GET", "/v1/pools/ceph-a/objects", "", "", 200, `"objects"`},
+			{"an unknown object", "GET", "/v1/objects/v-0123456789abcdef", "", "", 404, `"code":"not_found"`},
+			{"declare-lost while a member is not isolated", "POST", "/v1/pools/ceph-a:declare-lost", token, "", 400, `"code":"failed_precondition"`},
+			{"an unknown pool operation", "POST", "/v1/pools/ceph-a:explode", token, "", 404, `"code":"not_found"`},
 		} {
 			code, body := request(t, http.DefaultClient, c.method, base+c.path, c.token, c.body)
 			require.Equal(t, c.status, code, "%s: %s", c.name, body)
