@@ -82,6 +82,9 @@ const (
 	ReasonConcurrencyLimit = "concurrency-limit"
 	ReasonTimeOut          = "time-out"
 	ReasonCancelled        = "cancelled"
+	// ReasonReused is a Request value started a second time: it is refused
+	// rather than counted twice.
+	ReasonReused = "reused-request"
 )
 
 // Request is one request of a flow. Fill the exported fields, then Start it.
@@ -215,10 +218,11 @@ func (qs *QueueSet) CurrentR() SeatSeconds {
 func (qs *QueueSet) SeatDemand() *Integrator { return qs.seatDemand }
 
 // Start admits r: it executes at once, waits in a queue, or is rejected with
-// a reason.
+// a reason. A request already started is rejected (ReasonReused) and its
+// first start keeps its seats or its place.
 func (qs *QueueSet) Start(r *Request) (Outcome, string) {
 	if r.state != stateNew {
-		panic("queueset: request started twice")
+		return Rejected, ReasonReused
 	}
 	if r.Width < 1 {
 		r.Width = 1
@@ -280,9 +284,11 @@ func (qs *QueueSet) Cancel(r *Request) bool {
 }
 
 // Finish releases an executing request's seats and dispatches what now fits.
+// Finishing a request that is not executing (finished already, still
+// queued, rejected) releases nothing: seats are returned exactly once.
 func (qs *QueueSet) Finish(r *Request) {
 	if r.state != stateExecuting {
-		panic("queueset: finishing a request that is not executing")
+		return
 	}
 	qs.syncTime()
 	r.state = stateDone
