@@ -18,12 +18,8 @@ func decodeRegistrationFast(data []byte) (*Registration, bool) {
 	d := fastjson.New(data)
 	r := &Registration{}
 	var seen [12]bool
-	more, ok := d.Open('{', '}')
-	for ok && more {
-		var key []byte
-		if key, ok = d.Key(); !ok {
-			return nil, false
-		}
+	ok := d.Object(func(key []byte) bool {
+		ok := false
 		var (
 			flag  *bool
 			count *int64
@@ -65,8 +61,6 @@ func decodeRegistrationFast(data []byte) (*Registration, bool) {
 				r.LastSeen = new(time.Time)
 				at = r.LastSeen
 			}
-		default:
-			ok = false
 		}
 		switch {
 		case !ok:
@@ -80,9 +74,7 @@ func decodeRegistrationFast(data []byte) (*Registration, bool) {
 				ok = at.UnmarshalJSON(q) == nil
 			}
 		}
-		if ok {
-			more, ok = d.Next('}')
-		}
-	}
+		return ok
+	})
 	return r, ok && d.Done()
 }

@@ -13,44 +13,29 @@ func decodeNodeFast(data []byte) (*Node, bool) {
 	d := fastjson.New(data)
 	n := &Node{}
 	var seen [2]bool
-	more, ok := d.Open('{', '}')
-	for ok && more {
-		var key []byte
-		if key, ok = d.Key(); !ok {
-			return nil, false
-		}
+	ok := d.Object(func(key []byte) bool {
 		switch string(key) {
 		case "capacity":
-			ok = fastjson.Once(&seen[0]) && decodeResource(d, &n.Capacity)
+			return fastjson.Once(&seen[0]) && decodeResource(d, &n.Capacity)
 		case "usage":
-			ok = fastjson.Once(&seen[1]) && decodeResource(d, &n.Usage)
-		default:
-			ok = false
+			return fastjson.Once(&seen[1]) && decodeResource(d, &n.Usage)
 		}
-		if ok {
-			more, ok = d.Next('}')
-		}
-	}
+		return false
+	})
 	return n, ok && d.Done()
 }
 
 func decodeResource(d *fastjson.Decoder, r *Resource) bool {
 	var seen [4]bool
-	more, ok := d.Open('{', '}')
-	for ok && more {
-		var key []byte
-		if key, ok = d.Key(); !ok {
-			return false
-		}
+	return d.Object(func(key []byte) bool {
+		ok := false
 		switch string(key) {
 		case "volumes":
 			if ok = fastjson.Once(&seen[0]); ok {
 				r.Volumes, ok = d.Amounts()
 			}
 		case "disks":
-			if ok = fastjson.Once(&seen[1]); ok {
-				ok = decodeDisks(d, r)
-			}
+			ok = fastjson.Once(&seen[1]) && decodeDisks(d, r)
 		case "storage":
 			if ok = fastjson.Once(&seen[2]); ok {
 				r.Storage, ok = d.Int()
@@ -59,46 +44,31 @@ func decodeResource(d *fastjson.Decoder, r *Resource) bool {
 			if ok = fastjson.Once(&seen[3]); ok {
 				r.ZeroByte, ok = d.Amounts()
 			}
-		default:
-			ok = false
 		}
-		if ok {
-			more, ok = d.Next('}')
-		}
-	}
-	return ok
+		return ok
+	})
 }
 
 func decodeDisks(d *fastjson.Decoder, r *Resource) bool {
-	more, ok := d.Open('[', ']')
 	r.Disks = []Disk{}
-	for ok && more {
+	return d.Array(func() bool {
 		r.Disks = append(r.Disks, Disk{})
-		if ok = decodeDisk(d, &r.Disks[len(r.Disks)-1]); ok {
-			more, ok = d.Next(']')
-		}
-	}
-	return ok
+		return decodeDisk(d, &r.Disks[len(r.Disks)-1])
+	})
 }
 
 func decodeDisk(d *fastjson.Decoder, disk *Disk) bool {
 	var seen [6]bool
-	more, ok := d.Open('{', '}')
-	for ok && more {
-		var key []byte
-		if key, ok = d.Key(); !ok {
-			return false
-		}
+	return d.Object(func(key []byte) bool {
 		var field *int64
+		ok := false
 		switch string(key) {
 		case "device":
 			if ok = fastjson.Once(&seen[0]); ok {
 				disk.Device, ok = d.Str()
 			}
 		case "mounts":
-			if ok = fastjson.Once(&seen[1]); ok {
-				ok = decodeMounts(d, disk)
-			}
+			ok = fastjson.Once(&seen[1]) && decodeMounts(d, disk)
 		case "read_IOPS":
 			ok, field = fastjson.Once(&seen[2]), &disk.ReadIOPS
 		case "write_IOPS":
@@ -107,28 +77,21 @@ func decodeDisk(d *fastjson.Decoder, disk *Disk) bool {
 			ok, field = fastjson.Once(&seen[4]), &disk.ReadBPS
 		case "write_bps":
 			ok, field = fastjson.Once(&seen[5]), &disk.WriteBPS
-		default:
-			ok = false
 		}
 		if ok && field != nil {
 			*field, ok = d.Int()
 		}
-		if ok {
-			more, ok = d.Next('}')
-		}
-	}
-	return ok
+		return ok
+	})
 }
 
 func decodeMounts(d *fastjson.Decoder, disk *Disk) bool {
-	more, ok := d.Open('[', ']')
 	disk.Mounts = []string{}
-	for ok && more {
-		var s string
-		if s, ok = d.Str(); ok {
+	return d.Array(func() bool {
+		s, ok := d.Str()
+		if ok {
 			disk.Mounts = append(disk.Mounts, s)
-			more, ok = d.Next(']')
 		}
-	}
-	return ok
+		return ok
+	})
 }

@@ -48,6 +48,35 @@ func (d *Decoder) Next(end byte) (more, ok bool) {
 	return false, d.byte(end)
 }
 
+// Object reads an object, calling member with each key once the decoder
+// stands at its value; member reads the value and reports whether it could.
+// It stops at the first member that could not.
+func (d *Decoder) Object(member func(key []byte) bool) bool {
+	more, ok := d.Open('{', '}')
+	for ok && more {
+		var key []byte
+		if key, ok = d.Key(); !ok {
+			return false
+		}
+		if ok = member(key); ok {
+			more, ok = d.Next('}')
+		}
+	}
+	return ok
+}
+
+// Array reads an array, calling elem for each element; elem reads it and
+// reports whether it could.
+func (d *Decoder) Array(elem func() bool) bool {
+	more, ok := d.Open('[', ']')
+	for ok && more {
+		if ok = elem(); ok {
+			more, ok = d.Next(']')
+		}
+	}
+	return ok
+}
+
 // Key reads an object's key and its colon; the bytes are the input's.
 func (d *Decoder) Key() ([]byte, bool) {
 	k, ok := d.raw()
