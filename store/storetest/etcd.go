@@ -6,7 +6,6 @@ package storetest
 import (
 	"fmt"
 	"net/url"
-	"os"
 	"path/filepath"
 	"sync"
 	"testing"
@@ -38,7 +37,7 @@ var (
 func SharedEtcd(t testing.TB) *Etcd {
 	t.Helper()
 	etcdOnce.Do(func() {
-		dir, err := os.MkdirTemp("", "eru-test-etcd-")
+		dir, err := ProcessTempDir("eru-test-etcd-")
 		if err != nil {
 			etcdErr = err
 			return

@@ -52,7 +52,7 @@ func Bin(t testing.TB, name string) string {
 		return filepath.Join(dir, name)
 	}
 	buildOnce.Do(func() {
-		binDir, buildErr = os.MkdirTemp("", "eru-plugin-bin-")
+		binDir, buildErr = storetest.ProcessTempDir("eru-plugin-bin-")
 		if buildErr != nil {
 			return
 		}
