@@ -236,7 +236,7 @@ func (r *runner) engine(cfg *config.Config, open func(context.Context, bool) (st
 	if !ok {
 		return nil, types.Errorf(types.Internal, "no resource is called %q", r.name)
 	}
-	return res.engine(setup{open: open, plugins: plugins(), policy: policy(cfg), maxDeploy: cfg.Scheduler.MaxDeployCount, log: log}), nil
+	return res.engine(setup{open: open, registered: registered(), policy: policy(cfg), maxDeploy: cfg.Scheduler.MaxDeployCount, log: log}), nil
 }
 
 // Errors carry how they are printed and what status they exit with.

@@ -238,7 +238,7 @@ func canonical(name string, args []string, c *cli.Context) string {
 }
 
 func (r *runner) registry(s store.Store, cfg *config.Config) *nodes.Registry {
-	return &nodes.Registry{Store: s, Plugins: plugins(), Policy: policy(cfg)}
+	return &nodes.Registry{Store: s, Resources: registered(), Policy: policy(cfg)}
 }
 
 func (r *runner) nodesCommand() *cli.Command {

@@ -13,41 +13,41 @@ import (
 
 // setup is what every resource's engine is built from.
 type setup struct {
-	open      func(ctx context.Context, write bool) (store.Store, error)
-	plugins   []nodes.Plugin
-	policy    nodes.Policy
-	maxDeploy int
-	log       *slog.Logger
+	open       func(ctx context.Context, write bool) (store.Store, error)
+	registered []nodes.Resource
+	policy     nodes.Policy
+	maxDeploy  int
+	log        *slog.Logger
 }
 
 // resource is one resource this project ships: its name in core (the
 // binary's name), the node registry's view of its records, and its verb
 // engine. Adding a resource is adding a row to resources.
 type resource struct {
-	name   string
-	plugin nodes.Plugin
-	engine func(s setup) engine.Handlers
+	name    string
+	records nodes.Resource
+	engine  func(s setup) engine.Handlers
 }
 
 // resources are every resource plugin of the cluster.
 func resources() []resource {
 	return []resource{
 		{
-			name:   "storage",
-			plugin: engine.Registered(storage.Plugin{}),
+			name:    "storage",
+			records: engine.Registered(storage.Rules{}),
 			engine: func(s setup) engine.Handlers {
 				return &engine.Engine[*storage.Node, *storage.WorkloadRequest]{
-					Res: storage.Plugin{}, Open: s.open, Plugins: s.plugins, Policy: s.policy, MaxDeploy: s.maxDeploy, Log: s.log,
+					Res: storage.Rules{}, Open: s.open, Resources: s.registered, Policy: s.policy, MaxDeploy: s.maxDeploy, Log: s.log,
 					CapacityMetrics: []string{"storage_capacity", "storage_volume_capacity"},
 				}
 			},
 		},
 		{
-			name:   "compute",
-			plugin: engine.Registered(overcommit.Plugin{}),
+			name:    "compute",
+			records: engine.Registered(overcommit.Rules{}),
 			engine: func(s setup) engine.Handlers {
 				return &engine.Engine[*overcommit.Node, *overcommit.WorkloadRequest]{
-					Res: overcommit.Plugin{}, Open: s.open, Plugins: s.plugins, Policy: s.policy, MaxDeploy: s.maxDeploy, Log: s.log,
+					Res: overcommit.Rules{}, Open: s.open, Resources: s.registered, Policy: s.policy, MaxDeploy: s.maxDeploy, Log: s.log,
 					CapacityMetrics: []string{"compute_cpu_schedulable_millis", "compute_memory_schedulable_bytes"},
 				}
 			},
@@ -55,12 +55,12 @@ func resources() []resource {
 	}
 }
 
-// plugins are every resource plugin of the cluster, as the registry sees
+// registered are every resource plugin of the cluster, as the registry sees
 // them.
-func plugins() []nodes.Plugin {
-	var out []nodes.Plugin
+func registered() []nodes.Resource {
+	var out []nodes.Resource
 	for _, r := range resources() {
-		out = append(out, r.plugin)
+		out = append(out, r.records)
 	}
 	return out
 }

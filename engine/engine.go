@@ -15,9 +15,9 @@ type Engine[N any, W any] struct {
 	// Open opens the store; write says whether the verb writes. It is
 	// called at most once per verb, and only by verbs that need the store.
 	Open func(ctx context.Context, write bool) (store.Store, error)
-	// Plugins are every resource plugin of the cluster (this one
+	// Resources are every resource plugin of the cluster (this one
 	// included), for remove-node's "last record" rule.
-	Plugins   []nodes.Plugin
+	Resources []nodes.Resource
 	Policy    nodes.Policy
 	MaxDeploy int
 	Clock     types.Clock

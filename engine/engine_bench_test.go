@@ -40,7 +40,7 @@ func seed(b *testing.B, n int) (store.Store, []string) {
 		node.Usage.Volumes = map[string]int64{"/data0": used, "/data1": 0}
 		node.Usage.Disks = []storage.Disk{{Device: "/dev/vda", Mounts: []string{"/", "/data0"}}}
 		node.Usage.Storage = used
-		rec, err := storage.Plugin{}.Encode(node)
+		rec, err := storage.Rules{}.Encode(node)
 		require.NoError(b, err)
 		reg, err := json.Marshal(nodes.NewRegistration(names[i], time.Now()))
 		require.NoError(b, err)
@@ -52,9 +52,9 @@ func seed(b *testing.B, n int) (store.Store, []string) {
 
 func newEngine(s store.Store) *engine.Engine[*storage.Node, *storage.WorkloadRequest] {
 	return &engine.Engine[*storage.Node, *storage.WorkloadRequest]{
-		Res:       storage.Plugin{},
+		Res:       storage.Rules{},
 		Open:      func(context.Context, bool) (store.Store, error) { return s, nil },
-		Plugins:   []nodes.Plugin{engine.Registered(storage.Plugin{}), engine.Registered(overcommit.Plugin{})},
+		Resources: []nodes.Resource{engine.Registered(storage.Rules{}), engine.Registered(overcommit.Rules{})},
 		MaxDeploy: 10000,
 	}
 }
@@ -123,7 +123,7 @@ func busyNode(b *testing.B) (store.Store, *storage.Node) {
 	node.Capacity.Disks = []storage.Disk{{Device: "/dev/vda", Mounts: []string{"/"}, ReadIOPS: 100000, WriteIOPS: 100000, ReadBPS: 1 << 40, WriteBPS: 1 << 40}}
 	node.Usage.Disks = []storage.Disk{{Device: "/dev/vda", Mounts: []string{"/"}}}
 	node.Capacity.Storage = 64 * tib
-	rec, err := storage.Plugin{}.Encode(node)
+	rec, err := storage.Rules{}.Encode(node)
 	require.NoError(b, err)
 	require.NoError(b, s.Txn(context.Background(), nil, []store.Op{{Key: nodes.RecordPrefix("storage") + "busy", Value: rec}}))
 	return s, node

@@ -284,7 +284,7 @@ func (e *Engine[N, W]) sample(ref types.NodeRef, v *nodeView[N], env Env, get fu
 			}
 		}
 	}
-	holds, err := nodes.Holds(ref.Nodename, e.Plugins, get)
+	holds, err := nodes.Holds(ref.Nodename, e.Resources, get)
 	if err != nil {
 		return nil, err
 	}

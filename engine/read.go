@@ -87,7 +87,7 @@ func (e *Engine[N, W]) readNodes(ctx context.Context, names []string, all bool) 
 	shared := append([]string(nil), e.Res.SharedKeys()...)
 	prefixes := []string{nodes.RecordPrefix(e.Res.Name())}
 	if all {
-		for _, p := range e.Plugins {
+		for _, p := range e.Resources {
 			if p.Name() == e.Res.Name() {
 				continue
 			}

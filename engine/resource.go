@@ -113,7 +113,7 @@ type Resource[N any, W any] interface {
 type registered[N any] struct{ r Records[N] }
 
 // Registered is the node registry's view of a resource's records.
-func Registered[N any](r Records[N]) nodes.Plugin { return registered[N]{r} }
+func Registered[N any](r Records[N]) nodes.Resource { return registered[N]{r} }
 
 func (p registered[N]) Name() string         { return p.r.Name() }
 func (p registered[N]) RecordPrefix() string { return nodes.RecordPrefix(p.r.Name()) }

@@ -50,7 +50,7 @@ func TestTheVerbTable(t *testing.T) {
 		require.False(t, opened)
 	})
 	t.Run("name answers without a store", func(t *testing.T) {
-		out, err := engine.Call(context.Background(), &engine.Engine[*storage.Node, *storage.WorkloadRequest]{Res: storage.Plugin{}}, "name", &types.Request{})
+		out, err := engine.Call(context.Background(), &engine.Engine[*storage.Node, *storage.WorkloadRequest]{Res: storage.Rules{}}, "name", &types.Request{})
 		require.NoError(t, err)
 		require.Equal(t, "storage", out)
 	})

@@ -41,7 +41,7 @@ func (e *Engine[N, W]) writeAs(ctx context.Context, node string, mode writeMode[
 	}
 	linked, _ := any(e.Res).(Linked[N])
 	var answer any
-	keys := append([]string{e.recordKey(node)}, nodes.RecordKeys(node, e.Res.Name(), e.Plugins)...)
+	keys := append([]string{e.recordKey(node)}, nodes.RecordKeys(node, e.Res.Name(), e.Resources)...)
 	keys = append(keys, e.Res.SharedKeys()...)
 	for {
 		var more []string
@@ -51,7 +51,7 @@ func (e *Engine[N, W]) writeAs(ctx context.Context, node string, mode writeMode[
 			if err != nil {
 				return err
 			}
-			v.others = nodes.OtherRecords(node, e.Res.Name(), e.Plugins, tx.Get)
+			v.others = nodes.OtherRecords(node, e.Res.Name(), e.Resources, tx.Get)
 			v.reg.Writing(node, now)
 			env, err := e.env(tx.Get)
 			if err != nil {
@@ -105,7 +105,7 @@ func (e *Engine[N, W]) remove(ctx context.Context, node string) error {
 	if err != nil {
 		return err
 	}
-	keys := append([]string{e.recordKey(node)}, nodes.RecordKeys(node, e.Res.Name(), e.Plugins)...)
+	keys := append([]string{e.recordKey(node)}, nodes.RecordKeys(node, e.Res.Name(), e.Resources)...)
 	return store.Update(ctx, s, keys, func(tx *store.Tx) error {
 		v, err := e.view(node, tx.Get)
 		if err != nil || !v.known {
@@ -117,6 +117,6 @@ func (e *Engine[N, W]) remove(ctx context.Context, node string) error {
 			}
 		}
 		tx.Delete(e.recordKey(node))
-		return nodes.RecordRemoved(tx, node, e.Res.Name(), e.Plugins)
+		return nodes.RecordRemoved(tx, node, e.Res.Name(), e.Resources)
 	})
 }

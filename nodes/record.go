@@ -135,7 +135,7 @@ func (e *Entry) Adding(plugin string, others bool) error {
 
 // OtherRecords reports whether a plugin other than plugin has a record of
 // the node; get must cover RecordKeys.
-func OtherRecords(node, plugin string, plugins []Plugin, get func(string) ([]byte, bool)) bool {
+func OtherRecords(node, plugin string, plugins []Resource, get func(string) ([]byte, bool)) bool {
 	for _, p := range plugins {
 		if p.Name() == plugin {
 			continue
@@ -150,7 +150,7 @@ func OtherRecords(node, plugin string, plugins []Plugin, get func(string) ([]byt
 // RecordKeys are the keys a write of the plugin's record reads besides the
 // record: the registry's keys of the node and every other plugin's record
 // of it (for the last-record and new-life rules).
-func RecordKeys(node, plugin string, plugins []Plugin) []string {
+func RecordKeys(node, plugin string, plugins []Resource) []string {
 	keys := Keys(node)
 	for _, p := range plugins {
 		if p.Name() != plugin {
@@ -167,7 +167,7 @@ func RecordKeys(node, plugin string, plugins []Plugin) []string {
 // undo of the removal (set-node-resource-info of what it read) finds the
 // node exactly as it was, and a RETIRED tombstone stays for ever. The
 // transaction must cover RecordKeys.
-func RecordRemoved(tx *store.Tx, node, plugin string, plugins []Plugin) error {
+func RecordRemoved(tx *store.Tx, node, plugin string, plugins []Resource) error {
 	data, ok := tx.Get(RegistrationKey(node))
 	if !ok {
 		return nil
@@ -195,7 +195,7 @@ func (e *Entry) Status(holds bool, p Policy) Status {
 
 // Holds reports whether any plugin's record of the node holds usage; get
 // must cover every plugin's record key of the node and their shared keys.
-func Holds(node string, plugins []Plugin, get func(string) ([]byte, bool)) (bool, error) {
+func Holds(node string, plugins []Resource, get func(string) ([]byte, bool)) (bool, error) {
 	shared := sharedOf(plugins, get)
 	for _, p := range plugins {
 		data, ok := get(p.RecordPrefix() + node)

@@ -16,16 +16,16 @@ import (
 
 // Registry runs the operator commands of the node registry against a store.
 type Registry struct {
-	Store   store.Store
-	Plugins []Plugin
-	Policy  Policy
-	Clock   types.Clock
+	Store     store.Store
+	Resources []Resource
+	Policy    Policy
+	Clock     types.Clock
 }
 
 // nodeKeys are the keys one node's operator command reads.
 func (r *Registry) nodeKeys(node string) []string {
 	keys := []string{RegistrationKey(node), SessionKey(node)}
-	for _, p := range r.Plugins {
+	for _, p := range r.Resources {
 		keys = append(keys, p.RecordPrefix()+node)
 	}
 	return append(keys, r.sharedKeys()...)
@@ -33,7 +33,7 @@ func (r *Registry) nodeKeys(node string) []string {
 
 func (r *Registry) sharedKeys() []string {
 	var keys []string
-	for _, p := range r.Plugins {
+	for _, p := range r.Resources {
 		for _, k := range p.SharedKeys() {
 			if !slices.Contains(keys, k) {
 				keys = append(keys, k)
@@ -49,7 +49,7 @@ func (r *Registry) Get(ctx context.Context, node string) (*View, error) {
 	if err != nil {
 		return nil, err
 	}
-	st, err := readState(node, snap.Get, r.Plugins)
+	st, err := readState(node, snap.Get, r.Resources)
 	if err != nil {
 		return nil, err
 	}
@@ -59,7 +59,7 @@ func (r *Registry) Get(ctx context.Context, node string) (*View, error) {
 		}
 		st.reg, st.virtual = unregistered(node, time.Time{}), true
 	}
-	return st.view(r.Plugins, sharedOf(r.Plugins, snap.Get), r.Policy)
+	return st.view(r.Resources, sharedOf(r.Resources, snap.Get), r.Policy)
 }
 
 func notFound(node string) error {
@@ -71,30 +71,30 @@ func notFound(node string) error {
 // plugin record and no registration is listed as unregistered (version 0).
 func (r *Registry) List(ctx context.Context, status Status) ([]*View, error) {
 	prefixes := []string{RegistrationPrefix, SessionPrefix}
-	for _, p := range r.Plugins {
+	for _, p := range r.Resources {
 		prefixes = append(prefixes, p.RecordPrefix())
 	}
 	snap, err := r.Store.Read(ctx, r.sharedKeys(), prefixes)
 	if err != nil {
 		return nil, err
 	}
-	shared := sharedOf(r.Plugins, snap.Get)
+	shared := sharedOf(r.Resources, snap.Get)
 	names := map[string]bool{}
-	for _, prefix := range append([]string{RegistrationPrefix}, recordPrefixes(r.Plugins)...) {
+	for _, prefix := range append([]string{RegistrationPrefix}, recordPrefixes(r.Resources)...) {
 		for _, it := range snap.Under(prefix) {
 			names[strings.TrimPrefix(it.Key, prefix)] = true
 		}
 	}
 	views := []*View{}
 	for _, node := range types.SortedKeys(names) {
-		st, err := readState(node, snap.Get, r.Plugins)
+		st, err := readState(node, snap.Get, r.Resources)
 		if err != nil {
 			return nil, err
 		}
 		if st.reg == nil {
 			st.reg, st.virtual = unregistered(node, time.Time{}), true
 		}
-		v, err := st.view(r.Plugins, shared, r.Policy)
+		v, err := st.view(r.Resources, shared, r.Policy)
 		if err != nil {
 			return nil, err
 		}
@@ -105,7 +105,7 @@ func (r *Registry) List(ctx context.Context, status Status) ([]*View, error) {
 	return views, nil
 }
 
-func recordPrefixes(plugins []Plugin) []string {
+func recordPrefixes(plugins []Resource) []string {
 	out := make([]string, 0, len(plugins))
 	for _, p := range plugins {
 		out = append(out, p.RecordPrefix())
@@ -118,7 +118,7 @@ func recordPrefixes(plugins []Plugin) []string {
 // plugin has a record of but that has no registration gets one, stored by
 // the command if it changes anything.
 func (r *Registry) load(tx *store.Tx, node string, cmd Command, now time.Time) (*nodeState, map[string][]byte, *View, error) {
-	st, err := readState(node, tx.Get, r.Plugins)
+	st, err := readState(node, tx.Get, r.Resources)
 	if err != nil {
 		return nil, nil, nil, err
 	}
@@ -131,8 +131,8 @@ func (r *Registry) load(tx *store.Tx, node string, cmd Command, now time.Time) (
 	if err := cmd.CheckVersion("node "+node+" registration", st.reg.Version); err != nil {
 		return nil, nil, nil, err
 	}
-	shared := sharedOf(r.Plugins, tx.Get)
-	before, err := st.view(r.Plugins, shared, r.Policy)
+	shared := sharedOf(r.Resources, tx.Get)
+	before, err := st.view(r.Resources, shared, r.Policy)
 	return st, shared, before, err
 }
 
@@ -154,7 +154,7 @@ func (r *Registry) change(ctx context.Context, node string, cmd Command, decide 
 		if !changed {
 			return before, nil
 		}
-		for _, p := range r.Plugins {
+		for _, p := range r.Resources {
 			if data, ok := st.records[p.Name()]; ok && !bytes.Equal(data, records[p.Name()]) {
 				tx.Put(p.RecordPrefix()+node, data)
 			}
@@ -164,7 +164,7 @@ func (r *Registry) change(ctx context.Context, node string, cmd Command, decide 
 			return nil, err
 		}
 		st.virtual = false
-		return st.view(r.Plugins, shared, r.Policy)
+		return st.view(r.Resources, shared, r.Policy)
 	})
 }
 
@@ -274,16 +274,16 @@ func (r *Registry) Isolate(ctx context.Context, node string, cmd Command) (Answe
 			return nil, refuse(node, before.Status, fmt.Sprintf("its session is live until %s; isolate a node only once its host is gone", st.session.ExpiresAt.UTC().Format(time.RFC3339)))
 		case st.reg.Isolated:
 			res := &IsolateResult{Node: before}
-			for _, p := range r.Plugins {
+			for _, p := range r.Resources {
 				res.Figures = append(res.Figures, p.IsolationFigures(nil)...)
 			}
 			return res, nil
 		}
 		res := &IsolateResult{}
-		for _, p := range r.Plugins {
+		for _, p := range r.Resources {
 			res.Figures = append(res.Figures, p.IsolationFigures(nil)...)
 		}
-		for _, p := range r.Plugins {
+		for _, p := range r.Resources {
 			data, ok := st.records[p.Name()]
 			if !ok {
 				continue
@@ -312,7 +312,7 @@ func (r *Registry) Isolate(ctx context.Context, node string, cmd Command) (Answe
 			return nil, err
 		}
 		st.virtual = false
-		if res.Node, err = st.view(r.Plugins, shared, r.Policy); err != nil {
+		if res.Node, err = st.view(r.Resources, shared, r.Policy); err != nil {
 			return nil, err
 		}
 		return res, nil
@@ -331,7 +331,7 @@ func (r *Registry) Heartbeat(ctx context.Context, node string, m Measurement, tt
 	}
 	now := r.Clock.Now()
 	return Run(ctx, r.Store, cmd, r.nodeKeys(node), now, func(tx *store.Tx) (*View, error) {
-		st, err := readState(node, tx.Get, r.Plugins)
+		st, err := readState(node, tx.Get, r.Resources)
 		if err != nil {
 			return nil, err
 		}
@@ -374,7 +374,7 @@ func (r *Registry) Heartbeat(ctx context.Context, node string, m Measurement, tt
 		if err := putRegistration(tx, reg); err != nil {
 			return nil, err
 		}
-		return st.view(r.Plugins, sharedOf(r.Plugins, tx.Get), r.Policy)
+		return st.view(r.Resources, sharedOf(r.Resources, tx.Get), r.Policy)
 	})
 }
 
@@ -386,7 +386,7 @@ func (r *Registry) Heartbeat(ctx context.Context, node string, m Measurement, tt
 func (r *Registry) Forget(ctx context.Context, node string, cmd Command) (Answer[*View], error) {
 	now := r.Clock.Now()
 	return Run(ctx, r.Store, cmd, r.nodeKeys(node), now, func(tx *store.Tx) (*View, error) {
-		st, err := readState(node, tx.Get, r.Plugins)
+		st, err := readState(node, tx.Get, r.Resources)
 		if err != nil {
 			return nil, err
 		}
@@ -396,7 +396,7 @@ func (r *Registry) Forget(ctx context.Context, node string, cmd Command) (Answer
 		if err := cmd.CheckVersion("node "+node+" registration", st.reg.Version); err != nil {
 			return nil, err
 		}
-		before, err := st.view(r.Plugins, sharedOf(r.Plugins, tx.Get), r.Policy)
+		before, err := st.view(r.Resources, sharedOf(r.Resources, tx.Get), r.Policy)
 		if err != nil {
 			return nil, err
 		}
@@ -428,7 +428,7 @@ type retiring interface {
 // retireRecords lets every plugin end what its record of a retiring node
 // keeps; change writes the records that changed.
 func (r *Registry) retireRecords(node string, st *nodeState) error {
-	for _, p := range r.Plugins {
+	for _, p := range r.Resources {
 		rp, ok := p.(retiring)
 		data, has := st.records[p.Name()]
 		if !ok || !has {

@@ -46,9 +46,9 @@ func registry(t *testing.T) (*nodes.Registry, *fakeClock) {
 	require.NoError(t, err)
 	t.Cleanup(func() { _ = s.Close() })
 	return &nodes.Registry{
-		Store:   s,
-		Plugins: []nodes.Plugin{engine.Registered(storage.Plugin{}), engine.Registered(overcommit.Plugin{})},
-		Clock:   clock.Now,
+		Store:     s,
+		Resources: []nodes.Resource{engine.Registered(storage.Rules{}), engine.Registered(overcommit.Rules{})},
+		Clock:     clock.Now,
 	}, clock
 }
 
@@ -193,7 +193,7 @@ func TestRecordRemoved(t *testing.T) {
 	ctx := context.Background()
 	remove := func(t *testing.T, s store.Store, plugin string) {
 		t.Helper()
-		plugins := []nodes.Plugin{engine.Registered(storage.Plugin{}), engine.Registered(overcommit.Plugin{})}
+		plugins := []nodes.Resource{engine.Registered(storage.Rules{}), engine.Registered(overcommit.Rules{})}
 		keys := append([]string{nodes.RecordPrefix(plugin) + "n1"}, nodes.RecordKeys("n1", plugin, plugins)...)
 		require.NoError(t, store.Update(ctx, s, keys, func(tx *store.Tx) error {
 			tx.Delete(nodes.RecordPrefix(plugin) + "n1")

@@ -24,7 +24,7 @@ func (r *Registry) EndSession(ctx context.Context, node string, cmd Command) (An
 		}
 		tx.Delete(SessionKey(node))
 		st.session = nil
-		return st.view(r.Plugins, shared, r.Policy)
+		return st.view(r.Resources, shared, r.Policy)
 	})
 }
 

@@ -7,9 +7,9 @@ import (
 	"github.com/eru-extend/resources/types"
 )
 
-// Plugin is what the registry needs of a resource plugin's node records,
+// Resource is what the registry needs of one resource plugin's node records,
 // whatever their shape.
-type Plugin interface {
+type Resource interface {
 	Name() string
 	// RecordPrefix is where the plugin keeps its node records: the record
 	// of node n is at RecordPrefix()+n.
@@ -100,7 +100,7 @@ func unregistered(node string, now time.Time) *Registration {
 
 // readState extracts one node's state from a snapshot (or a transaction's
 // view of one).
-func readState(node string, get func(string) ([]byte, bool), plugins []Plugin) (*nodeState, error) {
+func readState(node string, get func(string) ([]byte, bool), plugins []Resource) (*nodeState, error) {
 	st := &nodeState{records: map[string][]byte{}}
 	if data, ok := get(RegistrationKey(node)); ok {
 		reg, err := decodeRegistration(node, data)
@@ -125,7 +125,7 @@ func readState(node string, get func(string) ([]byte, bool), plugins []Plugin) (
 
 // view renders a node's state, and notes in st.holds whether any plugin
 // records usage on the node.
-func (st *nodeState) view(plugins []Plugin, shared map[string][]byte, p Policy) (*View, error) {
+func (st *nodeState) view(plugins []Resource, shared map[string][]byte, p Policy) (*View, error) {
 	reg := st.reg
 	if st.virtual {
 		p.RequireSession = false
@@ -195,7 +195,7 @@ func reasonsOf(reg *Registration, live bool, status Status, p Policy) []string {
 }
 
 // sharedOf collects the plugins' shared keys from a snapshot.
-func sharedOf(plugins []Plugin, get func(string) ([]byte, bool)) map[string][]byte {
+func sharedOf(plugins []Resource, get func(string) ([]byte, bool)) map[string][]byte {
 	out := map[string][]byte{}
 	for _, pl := range plugins {
 		for _, k := range pl.SharedKeys() {

@@ -335,10 +335,10 @@ func TestRecompute(t *testing.T) {
 		require.Equal(t, Amount{}, fixed.Usage)
 	})
 	t.Run("the plugin reads the workloads from the request", func(t *testing.T) {
-		_, diffs, err := Plugin{}.Recompute(sample(), json.RawMessage(`[{"cpu_request_millis": 3000, "memory_request": 4294967296}]`), nil)
+		_, diffs, err := Rules{}.Recompute(sample(), json.RawMessage(`[{"cpu_request_millis": 3000, "memory_request": 4294967296}]`), nil)
 		require.NoError(t, err)
 		require.Empty(t, diffs)
-		_, _, err = Plugin{}.Recompute(sample(), json.RawMessage(`{"w": {}}`), nil)
+		_, _, err = Rules{}.Recompute(sample(), json.RawMessage(`{"w": {}}`), nil)
 		require.ErrorContains(t, err, "workloads_resource: want a list")
 	})
 }

@@ -26,7 +26,7 @@ func sampleNodes() []*Node {
 func TestDecodeNodeFast(t *testing.T) {
 	t.Run("every record as Encode writes it takes the fast path and reads as encoding/json reads it", func(t *testing.T) {
 		for _, n := range sampleNodes() {
-			data, err := Plugin{}.Encode(n)
+			data, err := Rules{}.Encode(n)
 			require.NoError(t, err)
 			got, ok := decodeNodeFast(data)
 			require.True(t, ok, string(data))
@@ -60,7 +60,7 @@ func TestDecodeNodeFast(t *testing.T) {
 
 func FuzzDecodeNodeFast(f *testing.F) {
 	for _, n := range sampleNodes() {
-		data, err := Plugin{}.Encode(n)
+		data, err := Rules{}.Encode(n)
 		require.NoError(f, err)
 		f.Add(data)
 	}

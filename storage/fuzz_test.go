@@ -371,7 +371,7 @@ func FuzzDecodeWorkloads(f *testing.F) {
 				requireRecordExact(t, settled)
 			}
 		}
-		_, _, _ = Plugin{}.Recompute(node, data, nil)
+		_, _, _ = Rules{}.Recompute(node, data, nil)
 		require.Equal(t, before, node, "decoding and summing workloads changed the node")
 	})
 }

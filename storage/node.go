@@ -62,7 +62,7 @@ type Node struct {
 	// unknown marks the empty record of a node storage has never seen.
 	unknown bool
 	// pending is the pool part of a usage write, admitted in the write's
-	// transaction once the pool records are read (Plugin.Link).
+	// transaction once the pool records are read (Rules.Link).
 	pending *poolChange
 }
 

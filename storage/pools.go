@@ -128,7 +128,7 @@ func (n *Node) validatePools() error {
 // the write declares anew (its record may have to be created) and, for a
 // write that changes pool objects, every pool they live in and the node
 // records an attach takes objects from.
-func (Plugin) LinkedKeys(node string, before, after *Node) []string {
+func (Rules) LinkedKeys(node string, before, after *Node) []string {
 	var keys []string
 	if objectsChange(before, after) {
 		for _, k := range linkedPoolKeys(before, after) {
@@ -153,7 +153,7 @@ func objectsChange(before, after *Node) bool {
 // Link creates the record of every pool the write declares first, in the
 // node's transaction (version 0, no capacity), and admits a write that
 // changes pool objects (pool.Admit) against the pool records read with it.
-func (Plugin) Link(l engine.Link, before, after *Node) (*Node, map[string][]byte, error) {
+func (Rules) Link(l engine.Link, before, after *Node) (*Node, map[string][]byte, error) {
 	puts := map[string][]byte{}
 	if objectsChange(before, after) {
 		holders := map[string]*Node{}
@@ -200,7 +200,7 @@ func (Plugin) Link(l engine.Link, before, after *Node) (*Node, map[string][]byte
 // Release is an isolation's part of the node's pool objects: every object
 // becomes unheld and stays in the record, still reserving (the data is in
 // the pool); another node may attach it.
-func (Plugin) Release(n *Node) *Node {
+func (Rules) Release(n *Node) *Node {
 	if len(n.Usage.PoolObjects) == 0 {
 		return n
 	}
@@ -211,7 +211,7 @@ func (Plugin) Release(n *Node) *Node {
 
 // CheckRemove refuses to forget a node whose record keeps pool objects:
 // they reserve their pools' space, and only this record knows them.
-func (Plugin) CheckRemove(n *Node) error {
+func (Rules) CheckRemove(n *Node) error {
 	if k := len(n.Usage.PoolObjects); k > 0 {
 		return types.Errorf(types.FailedPrecondition, "the node keeps %d pool objects (%s); remove its workloads or attach the objects elsewhere first", k, strings.Join(n.Usage.PoolObjects.IDs(), ", "))
 	}
@@ -219,7 +219,7 @@ func (Plugin) CheckRemove(n *Node) error {
 }
 
 // ReleasedFigures count the pool objects and bytes an isolation unheld.
-func (Plugin) ReleasedFigures(before, after *Node) []types.Figure {
+func (Rules) ReleasedFigures(before, after *Node) []types.Figure {
 	var objects, bytes int64
 	for id, obj := range before.Usage.PoolObjects {
 		if a, ok := after.Usage.PoolObjects[id]; obj.Held && ok && !a.Held {
@@ -233,11 +233,11 @@ func (Plugin) ReleasedFigures(before, after *Node) []types.Figure {
 // Retire ends the node's pool declarations (its attachments disappear) and
 // unholds its objects: they keep reserving until attached elsewhere or
 // deleted by a decrease.
-func (Plugin) Retire(n *Node) (*Node, bool) {
+func (Rules) Retire(n *Node) (*Node, bool) {
 	if len(n.Capacity.Pools) == 0 && len(n.Usage.PoolObjects) == 0 {
 		return n, false
 	}
-	out := Plugin{}.Release(n).Clone()
+	out := Rules{}.Release(n).Clone()
 	out.Capacity.setDeclarations(pool.Declarations{})
 	return out, true
 }

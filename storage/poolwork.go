@@ -60,7 +60,7 @@ func pairPools(req, lim []*pool.Binding, hasReq, hasLim bool) ([]*pool.Binding, 
 // PlacementReads are the records calculate-deploy reads besides the node's:
 // every pool record, and every storage node record when a binding attaches
 // an existing object (to find it).
-func (Plugin) PlacementReads(w *WorkloadRequest) (keys, prefixes []string) {
+func (Rules) PlacementReads(w *WorkloadRequest) (keys, prefixes []string) {
 	if len(w.Pools) == 0 {
 		return nil, nil
 	}
@@ -369,7 +369,7 @@ func admitPools(l engine.Link, before, after *Node, holders map[string]*Node) (*
 		if len(objs) == 0 {
 			h.Usage.PoolObjects = nil
 		}
-		data, err := Plugin{}.Encode(h)
+		data, err := Rules{}.Encode(h)
 		if err != nil {
 			return nil, nil, err
 		}
@@ -414,7 +414,7 @@ func (n *Node) usagePoolChange(request, resource, workloads json.RawMessage, cha
 const unreachable = ""
 
 // Draws are the pools a workload of w takes new objects from on this node.
-func (Plugin) Draws(n *Node, w *WorkloadRequest) []string {
+func (Rules) Draws(n *Node, w *WorkloadRequest) []string {
 	var out []string
 	for _, b := range w.Pools {
 		if b.Object != "" {
@@ -434,7 +434,7 @@ func (Plugin) Draws(n *Node, w *WorkloadRequest) []string {
 // limit: core sums the capacities, so Σ over nodes never exceeds what a
 // pool holds. A request that attaches an existing object fits at most
 // once.
-func (Plugin) Apportion(w *WorkloadRequest, names []string, draws [][]string, limits []int, env types.Env) []int {
+func (Rules) Apportion(w *WorkloadRequest, names []string, draws [][]string, limits []int, env types.Env) []int {
 	out := slices.Clone(limits)
 	if len(w.Pools) == 0 {
 		return out
@@ -495,7 +495,7 @@ func newObjectSize(w *WorkloadRequest, j int) int64 {
 
 // ReallocReads are the records calculate-realloc reads besides the node's:
 // every pool record (a pool volume's growth is admitted against it).
-func (Plugin) ReallocReads() (keys, prefixes []string) { return nil, []string{PoolPrefix} }
+func (Rules) ReallocReads() (keys, prefixes []string) { return nil, []string{PoolPrefix} }
 
 // reallocPools resizes a workload's pool volumes by the request's deltas,
 // matched by destination: a growth is admitted against its pool (and again

@@ -273,7 +273,7 @@ func TestRealloc(t *testing.T) {
 	}
 
 	t.Run("the plugin reads the wire form and reports growth", func(t *testing.T) {
-		out, grows, err := Plugin{}.Realloc(reallocNode(t), raw(normalWorkload), raw(`{"volumes":["AUTO:/a:rw:-1"]}`), types.Env{MaxDeployCount: 10})
+		out, grows, err := Rules{}.Realloc(reallocNode(t), raw(normalWorkload), raw(`{"volumes":["AUTO:/a:rw:-1"]}`), types.Env{MaxDeployCount: 10})
 		require.NoError(t, err)
 		require.False(t, grows)
 		data, err := json.Marshal(out.DeltaResource)

@@ -99,7 +99,7 @@ func (a *Admin) Move(ctx context.Context, r MoveRequest) (pool.ObjectView, error
 				return err
 			}
 			h.Usage.PoolObjects = out.Objects
-			data, err := storage.Plugin{}.Encode(h)
+			data, err := storage.Rules{}.Encode(h)
 			if err != nil {
 				return err
 			}

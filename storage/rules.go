@@ -8,51 +8,51 @@ import (
 	"github.com/eru-extend/resources/types"
 )
 
-// Plugin is the storage resource as the plugin command layer drives it:
+// Rules are the storage resource's decisions as the engine drives them:
 // every verb's decision, on values.
-type Plugin struct{}
+type Rules struct{}
 
 // Name is the resource's name in core.
-func (Plugin) Name() string { return "storage" }
+func (Rules) Name() string { return "storage" }
 
 // SharedKeys: storage reads nothing besides its node records.
-func (Plugin) SharedKeys() []string { return nil }
+func (Rules) SharedKeys() []string { return nil }
 
 // Decode reads a stored record.
-func (Plugin) Decode(data []byte) (*Node, error) { return DecodeNode(data) }
+func (Rules) Decode(data []byte) (*Node, error) { return DecodeNode(data) }
 
 // Encode writes a record.
-func (Plugin) Encode(n *Node) ([]byte, error) {
+func (Rules) Encode(n *Node) ([]byte, error) {
 	n.Capacity.normalize()
 	n.Usage.normalize()
 	return json.Marshal(n)
 }
 
 // Empty is a node storage has never seen.
-func (Plugin) Empty() *Node {
+func (Rules) Empty() *Node {
 	n := NewNode()
 	n.unknown = true
 	return n
 }
 
 // View is the record's capacity and usage in stored form.
-func (Plugin) View(n *Node, _ types.Env) (any, any) { return n.Capacity, n.Usage }
+func (Rules) View(n *Node, _ types.Env) (any, any) { return n.Capacity, n.Usage }
 
 // Held flattens the usage.
-func (Plugin) Held(n *Node) types.Amounts { return n.Held() }
+func (Rules) Held(n *Node) types.Amounts { return n.Held() }
 
 // WithHeld sets the usage from amounts.
-func (Plugin) WithHeld(n *Node, a types.Amounts) *Node { return n.WithHeld(a) }
+func (Rules) WithHeld(n *Node, a types.Amounts) *Node { return n.WithHeld(a) }
 
 // Settle validates a record after a usage write.
-func (Plugin) Settle(n *Node) (*Node, error) { return n.Settle() }
+func (Rules) Settle(n *Node) (*Node, error) { return n.Settle() }
 
 // LedgerView renders released usage.
-func (Plugin) LedgerView(a types.Amounts) any { return LedgerView(a) }
+func (Rules) LedgerView(a types.Amounts) any { return LedgerView(a) }
 
 // IsolationFigures counts the volume devices that held bytes and the
 // storage bytes released.
-func (Plugin) IsolationFigures(a types.Amounts) []types.Figure {
+func (Rules) IsolationFigures(a types.Amounts) []types.Figure {
 	var vols int64
 	for k, v := range a {
 		if strings.HasPrefix(k, "volume:") && v > 0 {
@@ -64,24 +64,24 @@ func (Plugin) IsolationFigures(a types.Amounts) []types.Figure {
 }
 
 // AddNode builds a new node's record.
-func (Plugin) AddNode(request json.RawMessage, info *types.EngineInfo) (*Node, error) {
+func (Rules) AddNode(request json.RawMessage, info *types.EngineInfo) (*Node, error) {
 	return AddNode(request, info)
 }
 
 // SetCapacity changes a node's capacity: resource_request in request form
 // (or a rollback snapshot), resource in stored form.
-func (Plugin) SetCapacity(n *Node, c types.Change, delta, incr bool) (*Node, error) {
+func (Rules) SetCapacity(n *Node, c types.Change, delta, incr bool) (*Node, error) {
 	resource, request, _ := c.Keys()
 	return n.SetCapacity(resource, request, delta, incr)
 }
 
 // Restore builds a record verbatim.
-func (Plugin) Restore(capacity, usage json.RawMessage) (*Node, error) {
+func (Rules) Restore(capacity, usage json.RawMessage) (*Node, error) {
 	return Restore(capacity, usage)
 }
 
 // NextUsage computes a usage write from the one change the engine picked.
-func (Plugin) NextUsage(n *Node, c types.Change, delta, incr bool) (*Node, error) {
+func (Rules) NextUsage(n *Node, c types.Change, delta, incr bool) (*Node, error) {
 	resource, request, workloads := c.Keys()
 	return n.NextUsage(resource, request, workloads, delta, incr)
 }
@@ -89,7 +89,7 @@ func (Plugin) NextUsage(n *Node, c types.Change, delta, incr bool) (*Node, error
 // Recompute sums the workloads' usage and lists the disagreements; the
 // record it returns carries that sum as usage, unvalidated (Settle checks it
 // before a fix writes it).
-func (Plugin) Recompute(n *Node, workloads json.RawMessage, released types.Amounts) (*Node, []string, error) {
+func (Rules) Recompute(n *Node, workloads json.RawMessage, released types.Amounts) (*Node, []string, error) {
 	list, err := DecodeWorkloads(workloads)
 	if err != nil {
 		return nil, nil, err
@@ -116,7 +116,7 @@ func (Plugin) Recompute(n *Node, workloads json.RawMessage, released types.Amoun
 }
 
 // ParseRequest reads a workload request.
-func (Plugin) ParseRequest(raw json.RawMessage) (*WorkloadRequest, error) {
+func (Rules) ParseRequest(raw json.RawMessage) (*WorkloadRequest, error) {
 	return ParseWorkloadRequest(raw, false)
 }
 
@@ -124,7 +124,7 @@ func (Plugin) ParseRequest(raw json.RawMessage) (*WorkloadRequest, error) {
 // When the call's context (env.Ctx) is done the search stops and the node
 // answers no capacity; the engine then fails the verb with
 // deadline_exceeded.
-func (Plugin) DeployCapacity(n *Node, w *WorkloadRequest, env types.Env) types.NodeCapacity {
+func (Rules) DeployCapacity(n *Node, w *WorkloadRequest, env types.Env) types.NodeCapacity {
 	c, err := n.DeployCapacity(env.Ctx, w, env.MaxDeployCount)
 	if err != nil {
 		return types.NodeCapacity{}
@@ -133,7 +133,7 @@ func (Plugin) DeployCapacity(n *Node, w *WorkloadRequest, env types.Env) types.N
 }
 
 // Deploy plans count workloads.
-func (Plugin) Deploy(n *Node, w *WorkloadRequest, count int, env types.Env) (*types.Deploy, error) {
+func (Rules) Deploy(n *Node, w *WorkloadRequest, count int, env types.Env) (*types.Deploy, error) {
 	wls, err := n.Deploy(env.Ctx, w, count, env.MaxDeployCount)
 	if err != nil {
 		return nil, err
@@ -156,7 +156,7 @@ func (Plugin) Deploy(n *Node, w *WorkloadRequest, count int, env types.Env) (*ty
 }
 
 // Realloc resizes a workload.
-func (Plugin) Realloc(n *Node, workload, request json.RawMessage, env types.Env) (*types.Realloc, bool, error) {
+func (Rules) Realloc(n *Node, workload, request json.RawMessage, env types.Env) (*types.Realloc, bool, error) {
 	old, err := DecodeWorkload(workload)
 	if err != nil {
 		return nil, false, err
@@ -180,12 +180,12 @@ func (Plugin) Realloc(n *Node, workload, request json.RawMessage, env types.Env)
 
 // MostIdle answers the first node with priority 1: storage has no
 // preference where images are built.
-func (Plugin) MostIdle(nodenames []string, _ func() (map[string]*Node, types.Env, error)) (*types.MostIdle, error) {
+func (Rules) MostIdle(nodenames []string, _ func() (map[string]*Node, types.Env, error)) (*types.MostIdle, error) {
 	return &types.MostIdle{Nodename: nodenames[0], Priority: 1}, nil
 }
 
 // MetricsDescription declares storage's gauges.
-func (Plugin) MetricsDescription() []types.MetricDescription {
+func (Rules) MetricsDescription() []types.MetricDescription {
 	node := []string{"podname", "nodename"}
 	dev := []string{"podname", "nodename", "device"}
 	return []types.MetricDescription{
@@ -198,7 +198,7 @@ func (Plugin) MetricsDescription() []types.MetricDescription {
 }
 
 // Metrics answers the node's samples.
-func (Plugin) Metrics(podname, nodename string, n *Node, _ types.Env) []types.Metric {
+func (Rules) Metrics(podname, nodename string, n *Node, _ types.Env) []types.Metric {
 	base := "core.node." + statsdName(nodename) + ".storage."
 	labels := []string{podname, nodename}
 	out := []types.Metric{
@@ -227,4 +227,4 @@ func statsdName(s string) string {
 }
 
 // CheckShared: storage reads no shared keys.
-func (Plugin) CheckShared(map[string][]byte) error { return nil }
+func (Rules) CheckShared(map[string][]byte) error { return nil }

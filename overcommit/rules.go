@@ -8,62 +8,62 @@ import (
 	"github.com/eru-extend/resources/types"
 )
 
-// Plugin is the compute resource as the plugin command layer drives it.
-type Plugin struct{}
+// Rules are the compute resource's decisions as the engine drives them.
+type Rules struct{}
 
 // Name is the resource's name in core.
-func (Plugin) Name() string { return "compute" }
+func (Rules) Name() string { return "compute" }
 
 // SharedKeys: every decision reads the cluster-wide defaults.
-func (Plugin) SharedKeys() []string { return []string{DefaultsKey} }
+func (Rules) SharedKeys() []string { return []string{DefaultsKey} }
 
 // CheckShared refuses corrupt stored defaults.
-func (Plugin) CheckShared(shared map[string][]byte) error {
+func (Rules) CheckShared(shared map[string][]byte) error {
 	data, ok := shared[DefaultsKey]
 	_, err := DecodeDefaults(data, ok)
 	return err
 }
 
 // Decode reads a stored record.
-func (Plugin) Decode(data []byte) (*Node, error) { return DecodeNode(data) }
+func (Rules) Decode(data []byte) (*Node, error) { return DecodeNode(data) }
 
 // Encode writes a record.
-func (Plugin) Encode(n *Node) ([]byte, error) { return json.Marshal(n) }
+func (Rules) Encode(n *Node) ([]byte, error) { return json.Marshal(n) }
 
 // Empty is a node compute has never seen: no CPU, no memory.
-func (Plugin) Empty() *Node { return &Node{} }
+func (Rules) Empty() *Node { return &Node{} }
 
 // View is the capacity with the figures in effect, and the usage.
-func (Plugin) View(n *Node, env types.Env) (any, any) { return n.View(defaultsOf(env)), n.Usage }
+func (Rules) View(n *Node, env types.Env) (any, any) { return n.View(defaultsOf(env)), n.Usage }
 
 // Held flattens the usage.
-func (Plugin) Held(n *Node) types.Amounts { return n.Held() }
+func (Rules) Held(n *Node) types.Amounts { return n.Held() }
 
 // WithHeld sets the usage from amounts.
-func (Plugin) WithHeld(n *Node, a types.Amounts) *Node { return n.WithHeld(a) }
+func (Rules) WithHeld(n *Node, a types.Amounts) *Node { return n.WithHeld(a) }
 
 // Settle validates a record after a usage write.
-func (Plugin) Settle(n *Node) (*Node, error) { return n, n.Validate() }
+func (Rules) Settle(n *Node) (*Node, error) { return n, n.Validate() }
 
 // LedgerView renders released usage.
-func (Plugin) LedgerView(a types.Amounts) any {
+func (Rules) LedgerView(a types.Amounts) any {
 	return Amount{CPUMillis: a["cpu_millis"], MemoryBytes: a["memory_bytes"]}
 }
 
 // IsolationFigures are the CPU and memory released.
-func (Plugin) IsolationFigures(a types.Amounts) []types.Figure {
+func (Rules) IsolationFigures(a types.Amounts) []types.Figure {
 	return []types.Figure{{Name: "released_cpu_millis", Value: a["cpu_millis"]}, {Name: "released_memory_bytes", Value: a["memory_bytes"]}}
 }
 
 // AddNode builds a new node's record.
-func (Plugin) AddNode(request json.RawMessage, info *types.EngineInfo) (*Node, error) {
+func (Rules) AddNode(request json.RawMessage, info *types.EngineInfo) (*Node, error) {
 	return AddNode(request, info)
 }
 
 // SetCapacity changes a node's host figures: resource_request in request
 // form (or a rollback snapshot), resource in stored form only, as the
 // protocol names them.
-func (Plugin) SetCapacity(n *Node, c types.Change, delta, incr bool) (*Node, error) {
+func (Rules) SetCapacity(n *Node, c types.Change, delta, incr bool) (*Node, error) {
 	if c.Form != types.StoredForm {
 		return n.SetCapacity(nil, c.Raw, delta, incr)
 	}
@@ -77,18 +77,18 @@ func (Plugin) SetCapacity(n *Node, c types.Change, delta, incr bool) (*Node, err
 }
 
 // Restore builds a record from set-node-resource-info.
-func (Plugin) Restore(capacity, usage json.RawMessage) (*Node, error) {
+func (Rules) Restore(capacity, usage json.RawMessage) (*Node, error) {
 	return Restore(capacity, usage)
 }
 
 // NextUsage computes a usage write from the one change the engine picked.
-func (Plugin) NextUsage(n *Node, c types.Change, delta, incr bool) (*Node, error) {
+func (Rules) NextUsage(n *Node, c types.Change, delta, incr bool) (*Node, error) {
 	resource, request, workloads := c.Keys()
 	return n.NextUsage(resource, request, workloads, delta, incr)
 }
 
 // Recompute sums the workloads and lists the disagreements.
-func (Plugin) Recompute(n *Node, workloads json.RawMessage, released types.Amounts) (*Node, []string, error) {
+func (Rules) Recompute(n *Node, workloads json.RawMessage, released types.Amounts) (*Node, []string, error) {
 	list, err := DecodeWorkloads(workloads)
 	if err != nil {
 		return nil, nil, err
@@ -97,17 +97,17 @@ func (Plugin) Recompute(n *Node, workloads json.RawMessage, released types.Amoun
 }
 
 // ParseRequest reads a workload request.
-func (Plugin) ParseRequest(raw json.RawMessage) (*WorkloadRequest, error) {
+func (Rules) ParseRequest(raw json.RawMessage) (*WorkloadRequest, error) {
 	return ParseWorkloadRequest(raw, false)
 }
 
 // DeployCapacity answers the capacity query for one node.
-func (Plugin) DeployCapacity(n *Node, w *WorkloadRequest, env types.Env) types.NodeCapacity {
+func (Rules) DeployCapacity(n *Node, w *WorkloadRequest, env types.Env) types.NodeCapacity {
 	return n.DeployCapacity(w, defaultsOf(env), env.MaxDeployCount)
 }
 
 // Deploy admits count workloads, or refuses with the figures.
-func (Plugin) Deploy(n *Node, w *WorkloadRequest, count int, env types.Env) (*types.Deploy, error) {
+func (Rules) Deploy(n *Node, w *WorkloadRequest, count int, env types.Env) (*types.Deploy, error) {
 	if err := n.Admit(w, count, defaultsOf(env), env.MaxDeployCount); err != nil {
 		return nil, err
 	}
@@ -121,7 +121,7 @@ func (Plugin) Deploy(n *Node, w *WorkloadRequest, count int, env types.Env) (*ty
 }
 
 // Realloc resizes a workload by the request's deltas.
-func (Plugin) Realloc(n *Node, workload, request json.RawMessage, env types.Env) (*types.Realloc, bool, error) {
+func (Rules) Realloc(n *Node, workload, request json.RawMessage, env types.Env) (*types.Realloc, bool, error) {
 	old, err := DecodeWorkload(workload)
 	if err != nil {
 		return nil, false, err
@@ -138,7 +138,7 @@ func (Plugin) Realloc(n *Node, workload, request json.RawMessage, env types.Env)
 }
 
 // MostIdle answers the node with the lowest used CPU fraction.
-func (Plugin) MostIdle(nodenames []string, load func() (map[string]*Node, types.Env, error)) (*types.MostIdle, error) {
+func (Rules) MostIdle(nodenames []string, load func() (map[string]*Node, types.Env, error)) (*types.MostIdle, error) {
 	recs, env, err := load()
 	if err != nil {
 		return nil, err
@@ -165,7 +165,7 @@ func (Plugin) MostIdle(nodenames []string, load func() (map[string]*Node, types.
 }
 
 // MetricsDescription declares compute's gauges.
-func (Plugin) MetricsDescription() []types.MetricDescription {
+func (Rules) MetricsDescription() []types.MetricDescription {
 	labels := []string{"podname", "nodename"}
 	g := func(name, help string) types.MetricDescription {
 		return types.MetricDescription{Name: name, Help: help, Type: "gauge", Labels: labels}
@@ -181,7 +181,7 @@ func (Plugin) MetricsDescription() []types.MetricDescription {
 }
 
 // Metrics answers the node's samples.
-func (Plugin) Metrics(podname, nodename string, n *Node, env types.Env) []types.Metric {
+func (Rules) Metrics(podname, nodename string, n *Node, env types.Env) []types.Metric {
 	d := defaultsOf(env)
 	cpu, mem := n.Ratios(d)
 	s := n.Schedulable(d)

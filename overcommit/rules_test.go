@@ -29,7 +29,7 @@ func asJSON(t *testing.T, v any) string {
 }
 
 func TestPluginDeploy(t *testing.T) {
-	p := Plugin{}
+	p := Rules{}
 	w, err := p.ParseRequest(json.RawMessage(`{"cpu": 1, "memory-request": "1G", "memory-limit": "2G"}`))
 	require.NoError(t, err)
 	t.Run("each workload gets empty engine params and its stored resource", func(t *testing.T) {
@@ -51,7 +51,7 @@ func TestPluginDeploy(t *testing.T) {
 }
 
 func TestPluginRealloc(t *testing.T) {
-	p := Plugin{}
+	p := Rules{}
 	old := json.RawMessage(`{"cpu_request_millis":2000,"cpu_limit_millis":2000,"memory_request":1073741824,"memory_limit":1073741824}`)
 	t.Run("a shrink answers the delta in stored shape with negative numbers", func(t *testing.T) {
 		out, grows, err := p.Realloc(host16(Amount{CPUMillis: 2000}), old, json.RawMessage(`{"cpu": "-0.5", "memory": "-512M"}`), envWith(t, nil))
@@ -102,7 +102,7 @@ func TestPluginMostIdle(t *testing.T) {
 		{"with no node to judge, the first is answered with priority 0", []string{"unknown", "empty"}, "unknown", 0},
 	} {
 		t.Run(c.name, func(t *testing.T) {
-			out, err := Plugin{}.MostIdle(c.nodes, func() (map[string]*Node, types.Env, error) {
+			out, err := Rules{}.MostIdle(c.nodes, func() (map[string]*Node, types.Env, error) {
 				got := map[string]*Node{}
 				for _, n := range c.nodes {
 					if r, ok := recs[n]; ok {
@@ -118,7 +118,7 @@ func TestPluginMostIdle(t *testing.T) {
 }
 
 func TestPluginMetrics(t *testing.T) {
-	p := Plugin{}
+	p := Rules{}
 	n := &Node{Capacity: Amount{16000, 64 * gib}, Usage: Amount{60000, gib}, Override: Override{Memory: ptr(1500)}}
 	metrics := p.Metrics("pod1", "n1.example.com", n, envWith(t, &cpuAt4x))
 	key := "core.node.n1_example_com.compute."
@@ -146,7 +146,7 @@ func TestPluginMetrics(t *testing.T) {
 }
 
 func TestPluginRecords(t *testing.T) {
-	p := Plugin{}
+	p := Rules{}
 	n := sample()
 	t.Run("a record survives encoding and decoding", func(t *testing.T) {
 		data, err := p.Encode(n)
