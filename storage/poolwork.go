@@ -277,6 +277,23 @@ func poolChangeOf(objs pool.Objects, workloads []*Workload, delta, incr bool) (*
 	return pc, nil
 }
 
+// sources are the other nodes whose records the write reads and may
+// write: those its attaches take objects from, and those a restore gives
+// attached objects back to (pool.Donors).
+func (pc *poolChange) sources(before *Node) []string {
+	set := map[string]bool{}
+	for _, from := range pc.attaching {
+		set[from] = true
+	}
+	if pc.restore {
+		for _, d := range pool.Donors(before.Usage.PoolObjects, pc.change) {
+			set[d] = true
+		}
+	}
+	delete(set, "")
+	return slices.Sorted(maps.Keys(set))
+}
+
 // linkedPoolKeys are the keys the admission of a usage write reads: the
 // records of every pool it touches and of the nodes it attaches from.
 func linkedPoolKeys(before, after *Node) []string {
@@ -292,10 +309,8 @@ func linkedPoolKeys(before, after *Node) []string {
 		for _, a := range pc.change.Objects {
 			pools[a.Pool] = true
 		}
-		for _, from := range pc.attaching {
-			if from != "" {
-				keys = append(keys, nodes.RecordPrefix("storage")+from)
-			}
+		for _, from := range pc.sources(before) {
+			keys = append(keys, nodes.RecordPrefix("storage")+from)
 		}
 	}
 	for _, id := range slices.Sorted(maps.Keys(pools)) {

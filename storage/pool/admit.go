@@ -133,6 +133,9 @@ func Admit(w Write) (Outcome, error) {
 			}
 		}
 	}
+	if w.Change.Mode == Absolute && w.Restore {
+		w.giveBack(after, others)
+	}
 	if err := after.Validate(); err != nil {
 		return Outcome{}, err
 	}
@@ -356,8 +359,49 @@ func (w Write) attach(after Objects, others map[string]Objects, id string, amt A
 	}
 	delete(others[from], id)
 	obj.Held = true
+	if !w.Restore {
+		obj.AttachedFrom = from
+	}
 	after[id] = obj
 	return nil
+}
+
+// Donors are the nodes an absolute restore of before may give attached
+// objects back to: the AttachedFrom of each object of before the change
+// drops. Their records are to be read into Others.
+func Donors(before Objects, c Change) []string {
+	if c.Mode != Absolute {
+		return nil
+	}
+	set := map[string]bool{}
+	for id, obj := range before {
+		if _, kept := c.Objects[id]; !kept && obj.AttachedFrom != "" {
+			set[obj.AttachedFrom] = true
+		}
+	}
+	return slices.Sorted(maps.Keys(set))
+}
+
+// giveBack undoes the attaches an absolute restore drops (core rolling
+// back the deploy that attached them): each object of Before the restore
+// dropped that was attached from another node goes back unheld to that
+// node's record when it is read in Others and has no such object, or else
+// stays here unheld. Its data and reservation are kept, and it can be
+// attached again.
+func (w Write) giveBack(after Objects, others map[string]Objects) {
+	for _, id := range w.Before.IDs() {
+		obj := w.Before[id]
+		if _, kept := after[id]; kept || obj.AttachedFrom == "" || w.holder(others, id) != "" {
+			continue
+		}
+		donor := obj.AttachedFrom
+		obj.Held, obj.AttachedFrom = false, ""
+		if d, ok := others[donor]; ok && donor != w.Node {
+			d[id] = obj
+			continue
+		}
+		after[id] = obj
+	}
 }
 
 // CheckAttach checks that this node may take the use right of object id,
