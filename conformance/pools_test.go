@@ -266,3 +266,49 @@ func TestCoreUndoOfARemoveNodeKeepsPoolMembership(t *testing.T) {
 		require.ElementsMatch(t, []string{"n1", "n2"}, slices.Collect(maps.Keys(e.pools(t).Held)))
 	})
 }
+
+// TestCoreRollbackOfAReattachOnTheNodeThatCameBack: an isolated node comes
+// back with a new incarnation and takes its own unheld object back
+// (POOL@ceph-a/ID on that node); when another plugin refuses the deploy,
+// core's rollback leaves the object unheld again, so any node may still
+// attach it.
+func TestCoreRollbackOfAReattachOnTheNodeThatCameBack(t *testing.T) {
+	e := newEnv(t)
+	m := e.manager(t)
+	storage := e.plugin(t, "storage")
+	ctx := t.Context()
+	for _, n := range []string{"n1", "n2"} {
+		// Real directories: the heartbeat checks the pool paths.
+		_, err := m.AddNode(ctx, n, poolNode(t.TempDir()), engineInfo("engine-"+n))
+		require.NoError(t, err)
+	}
+	e.setCapacity(t, "1T", 0)
+	w, _, err := m.Alloc(ctx, "n1", 1, poolDeploy("POOL@ceph-a:/data:rw:100G"))
+	require.NoError(t, err)
+	a := objectsOf(t, w)[0]
+	_, stderr, code := e.command(t, "storage", []string{"nodes", "isolate", "n1"}, nil)
+	require.Equal(t, 0, code, stderr)
+	proc := t.TempDir()
+	require.NoError(t, os.MkdirAll(filepath.Join(proc, "sys/kernel/random"), 0o755))
+	require.NoError(t, os.WriteFile(filepath.Join(proc, "sys/kernel/random/boot_id"), []byte("boot-2\n"), 0o644))
+	stdout, stderr, code := e.command(t, "storage", []string{"nodes", "heartbeat", "n1", "--proc-root", proc,
+		"--clock-sync", "SYNCHRONIZED", "--clock-max-error", "1ms", "--pool-check", "exists"}, nil)
+	require.Equal(t, 0, code, stderr)
+	require.Contains(t, stdout, `"status":"READY"`, "n1 is back with a new incarnation")
+	unheld := poolState{Reserved: 100 * GiB, Objects: 1, Version: 1, Where: map[string]string{a: "n1 unheld"}, Held: map[string]int{"n1": 0, "n2": 0}}
+	require.Equal(t, unheld, e.pools(t))
+
+	step(t, "the reattach another plugin refuses is rolled back: the object is unheld again", func(t *testing.T) {
+		plan, err := storage.CalculateDeploy(ctx, "n1", 1, poolDeploy("POOL@ceph-a/" + a + ":/data:rw")["storage"])
+		require.NoError(t, err)
+		_, _, err = m.SetNodeResourceUsage(ctx, "n1", nil, nil, []resourcetypes.Resources{refusedByCompute(plan.WorkloadsResource[0])}, true, plugins.Incr)
+		require.Error(t, err)
+		require.Equal(t, unheld, e.pools(t))
+	})
+	step(t, "so n2 can still attach it", func(t *testing.T) {
+		attached, _, err := m.Alloc(ctx, "n2", 1, poolDeploy("POOL@ceph-a/"+a+":/data:rw"))
+		require.NoError(t, err)
+		require.Equal(t, []string{a}, objectsOf(t, attached))
+		require.Equal(t, poolState{Reserved: 100 * GiB, Objects: 1, Version: 1, Where: map[string]string{a: "n2"}, Held: map[string]int{"n1": 0, "n2": 1}}, e.pools(t))
+	})
+}

@@ -242,7 +242,7 @@ type poolChange struct {
 // poolChangeOf builds the pool part of a usage write from its stored-form
 // objects (a snapshot or a resource) or the workloads' plans.
 func poolChangeOf(objs pool.Objects, workloads []*Workload, delta, incr bool) (*poolChange, error) {
-	pc := &poolChange{change: pool.Change{Mode: pool.Absolute, Objects: map[string]pool.Amount{}}, attaching: map[string]string{}, restore: !delta}
+	pc := &poolChange{change: pool.Change{Mode: pool.Absolute, Objects: map[string]pool.Amount{}, Unheld: map[string]bool{}}, attaching: map[string]string{}, restore: !delta}
 	if delta {
 		pc.change.Mode = pool.Decr
 		if incr {
@@ -251,6 +251,9 @@ func poolChangeOf(objs pool.Objects, workloads []*Workload, delta, incr bool) (*
 	}
 	for id, obj := range objs {
 		pc.change.Objects[id] = pool.Amount{Pool: obj.Pool, Bytes: obj.Bytes}
+		if !delta && !obj.Held {
+			pc.change.Unheld[id] = true
+		}
 	}
 	var plans []pool.Plans
 	for _, w := range workloads {
@@ -330,9 +333,12 @@ func admitPools(l engine.Link, before, after *Node, holders map[string]*Node) (*
 		}
 		// A record written verbatim (set-node-resource-info, a fix): its
 		// objects are a restore whose counters move by the derived delta.
-		pc = &poolChange{change: pool.Change{Mode: pool.Absolute, Objects: map[string]pool.Amount{}}, restore: true}
+		pc = &poolChange{change: pool.Change{Mode: pool.Absolute, Objects: map[string]pool.Amount{}, Unheld: map[string]bool{}}, restore: true}
 		for id, obj := range after.Usage.PoolObjects {
 			pc.change.Objects[id] = pool.Amount{Pool: obj.Pool, Bytes: obj.Bytes}
+			if !obj.Held {
+				pc.change.Unheld[id] = true
+			}
 		}
 	}
 	pools := map[string]*pool.Record{}

@@ -34,6 +34,10 @@ type Amount struct {
 type Change struct {
 	Mode    Mode
 	Objects map[string]Amount
+	// Unheld are the objects an absolute restore's snapshot has unheld:
+	// the restore leaves them unheld (it never makes an unheld object
+	// held again).
+	Unheld map[string]bool
 }
 
 // Write is everything one usage write's admission needs, read in the same
@@ -292,13 +296,16 @@ func (w Write) absolute(after Objects, others map[string]Objects, id string, amt
 			}
 		}
 		obj.Bytes = amt.Bytes
+		if w.Restore && w.Change.Unheld[id] {
+			obj.Held = false
+		}
 		after[id] = obj
 		return nil
 	}
 	if attach || w.holder(others, id) != "" {
 		return w.attach(after, others, id, amt)
 	}
-	after[id] = Object{Pool: amt.Pool, Bytes: amt.Bytes, Held: true}
+	after[id] = Object{Pool: amt.Pool, Bytes: amt.Bytes, Held: !(w.Restore && w.Change.Unheld[id])}
 	return nil
 }
 
@@ -335,7 +342,7 @@ func (w Write) attach(after Objects, others map[string]Objects, id string, amt A
 	if from == "" {
 		if w.Restore && amt.Bytes > 0 {
 			// A restore recreates an object that exists nowhere.
-			after[id] = Object{Pool: amt.Pool, Bytes: amt.Bytes, Held: true}
+			after[id] = Object{Pool: amt.Pool, Bytes: amt.Bytes, Held: !w.Change.Unheld[id]}
 			return nil
 		}
 		return types.Errorf(types.NotFound, "object %s does not exist", id)

@@ -332,6 +332,35 @@ func TestAttach(t *testing.T) {
 		require.True(t, out.After[obj].Held)
 		w.requireNoDrift(t)
 	})
+	t.Run("core's rollback of a node taking its own object back leaves the object unheld, as its snapshot has it", func(t *testing.T) {
+		w := start()
+		w.isolated["n1"] = false
+		_, err := w.usage("n1", incr(map[string]Amount{obj: {"ceph-a", 0}}), false, []string{obj})
+		require.NoError(t, err)
+		require.True(t, w.nodes["n1"][obj].Held)
+		rollback := Change{Mode: Absolute, Objects: map[string]Amount{obj: {"ceph-a", 100 * gib}}, Unheld: map[string]bool{obj: true}}
+		out, err := w.usage("n1", rollback, true, nil)
+		require.NoError(t, err)
+		require.Equal(t, Objects{obj: {Pool: "ceph-a", Bytes: 100 * gib}}, out.After)
+		require.Empty(t, out.Deltas)
+		w.requireNoDrift(t)
+		_, err = attach(w, "n2", 100*gib)
+		require.NoError(t, err, "another node may attach it again")
+	})
+	t.Run("a restore whose snapshot has the object held never holds an object isolated since", func(t *testing.T) {
+		w := start()
+		out, err := w.usage("n1", abs(map[string]Amount{obj: {"ceph-a", 100 * gib}}), true, nil)
+		require.NoError(t, err)
+		require.False(t, out.After[obj].Held)
+	})
+	t.Run("a restore recreating an object its snapshot has unheld recreates it unheld", func(t *testing.T) {
+		w := newWorld()
+		out, err := w.usage("n1", Change{Mode: Absolute, Objects: map[string]Amount{obj: {"ceph-a", gib}}, Unheld: map[string]bool{obj: true}}, true, nil)
+		require.NoError(t, err)
+		require.Equal(t, Objects{obj: {Pool: "ceph-a", Bytes: gib}}, out.After)
+		require.Equal(t, map[string]Delta{"ceph-a": {gib, 1}}, out.Deltas)
+		w.requireNoDrift(t)
+	})
 	t.Run("an attach given as an absolute write also moves the object", func(t *testing.T) {
 		w := start()
 		_, err := w.usage("n2", abs(map[string]Amount{obj: {"ceph-a", 100 * gib}}), false, []string{obj}, "n1")
