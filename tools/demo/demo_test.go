@@ -45,6 +45,7 @@ func TestDemoRunsToTheEnd(t *testing.T) {
 	object := p1[1]
 	t.Run("isolating p1 is refused while its session lives, then releases its object, still reserved", func(t *testing.T) {
 		require.Contains(t, pools, "(exit 4) storage: nodes isolate: failed_precondition: node p1 is READY: its session is live until ")
+		require.Contains(t, pools, "$ storage nodes end-session p1\nstatus: \"UNAVAILABLE\"\n")
 		require.Contains(t, pools, "released_pool_objects: 1\nreleased_pool_bytes: 107374182400\n")
 		require.Regexp(t, `(?m)^`+object+` +ceph-a +100 GiB +p1 +no +AVAILABLE +-$`, pools)
 	})
