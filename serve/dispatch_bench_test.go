@@ -4,7 +4,6 @@ import (
 	"bytes"
 	"context"
 	"fmt"
-	"io"
 	"log/slog"
 	"os"
 	"path/filepath"
@@ -58,5 +57,4 @@ func BenchmarkAForwardedSingleNodeCall(b *testing.B) {
 			b.Fatal(out)
 		}
 	}
-	_ = io.Discard
 }
