@@ -50,6 +50,7 @@ func BenchmarkAForwardedSingleNodeCall(b *testing.B) {
 	}
 	code, out := call("add-node", `{"nodename":"n1","resource":{"volumes":["/data0:1T"],"storage":"2T"}}`)
 	require.Equal(b, 0, code, out)
+	before := d.Cache().Stats()
 	b.ResetTimer()
 	for b.Loop() {
 		code, out := call("get-node-resource-info", `{"nodename":"n1","workloads_resource":[]}`)
@@ -57,4 +58,6 @@ func BenchmarkAForwardedSingleNodeCall(b *testing.B) {
 			b.Fatal(out)
 		}
 	}
+	after := d.Cache().Stats()
+	b.ReportMetric(float64(after.Cached+after.Direct-before.Cached-before.Direct)/float64(b.N), "store-reads/op")
 }

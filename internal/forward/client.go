@@ -80,17 +80,23 @@ func Forward(c Call) Outcome {
 	}
 	cfg := Resolve(explicit, c.Binary, wd)
 	sock := SocketPath(cfg, wd)
-	conn, err := dial(sock)
-	if err != nil {
-		return o // no daemon, a stale socket, or not ours to use
+	if !socketExists(sock) {
+		return o // no daemon: the binary reads its stdin itself
 	}
-	defer conn.Close()
+	// Stdin is read before connecting, so that the request follows the
+	// connection at once: the daemon, woken by the connection, finds the
+	// whole request there instead of waiting for it (one wake-up fewer).
 	if !NoInput(verb) {
 		o.ReadStdin = true
 		if o.Read, err = io.ReadAll(io.LimitReader(c.Stdin, MaxRequest+1)); err != nil {
 			return o
 		}
 	}
+	conn, err := dial(sock)
+	if err != nil {
+		return o // a stale socket, or not ours to use
+	}
+	defer conn.Close()
 	req := Request{Binary: c.Binary, Args: c.Args, Config: cfg, Dir: wd, Verb: verb, Write: write}
 	if WriteRequest(conn, req, o.Read) != nil || conn.CloseWrite() != nil {
 		// The daemon runs nothing before it holds the whole request.

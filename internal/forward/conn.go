@@ -31,6 +31,12 @@ func dial(path string) (*conn, error) {
 	return &conn{fd: fd}, nil
 }
 
+// socketExists reports whether path names a socket.
+func socketExists(path string) bool {
+	var st unix.Stat_t
+	return unix.Stat(path, &st) == nil && st.Mode&unix.S_IFMT == unix.S_IFSOCK
+}
+
 func (c *conn) Read(p []byte) (int, error) {
 	for {
 		n, err := unix.Read(c.fd, p)
