@@ -8,6 +8,7 @@ import (
 	"path/filepath"
 	"regexp"
 	"strconv"
+	"sync"
 	"syscall"
 	"time"
 )
@@ -22,6 +23,7 @@ type served struct {
 	daemon *exec.Cmd
 	log    *os.File
 	done   chan struct{}
+	once   sync.Once
 }
 
 // frontName is where `make front` leaves the front beside the binaries.
@@ -83,16 +85,19 @@ func (b *bench) serve(c *cluster) (*served, error) {
 
 var answeredRe = regexp.MustCompile(`"answered":(\d+)`)
 
-// stop ends the daemon (SIGTERM) and returns how many calls it answered.
+// stop ends the daemon (SIGTERM) and returns how many calls it answered;
+// it may be called again (the deferred call after a run's own).
 func (s *served) stop() (int, error) {
-	_ = s.daemon.Process.Signal(syscall.SIGTERM)
-	select {
-	case <-s.done:
-	case <-time.After(15 * time.Second):
-		_ = s.daemon.Process.Kill()
-		<-s.done
-	}
-	_ = s.log.Close()
+	s.once.Do(func() {
+		_ = s.daemon.Process.Signal(syscall.SIGTERM)
+		select {
+		case <-s.done:
+		case <-time.After(15 * time.Second):
+			_ = s.daemon.Process.Kill()
+			<-s.done
+		}
+		_ = s.log.Close()
+	})
 	data, err := os.ReadFile(s.log.Name())
 	if err != nil {
 		return 0, err
