@@ -380,10 +380,11 @@ func (d *Daemon) handle(conn *net.UnixConn) {
 	}
 	start := time.Now()
 	named := peek(stdin)
+	write, _ := forward.Write(req.Verb)
 	// A write takes its node's lock before admission: writes to one node
 	// run one at a time anyway, and waiting for the lock in a seat would
 	// let a burst of writes to one node fill a level.
-	unlock := d.lockNode(req, named.Nodename)
+	unlock := d.lockNode(write, named.Nodename)
 	defer func() { unlock() }()
 	// A queued call waits at most a minute for its turn (flow control may
 	// bound it tighter); core's own call timeout is usually shorter.
@@ -408,7 +409,7 @@ func (d *Daemon) handle(conn *net.UnixConn) {
 		// run it again. A read would be run again by the client either
 		// way, so its Accepted travels with its answer, in one write (one
 		// wake-up of the client fewer).
-		if req.Write {
+		if write {
 			if _, err := conn.Write([]byte{forward.Accepted}); err != nil {
 				adm.Release()
 				return
@@ -504,8 +505,8 @@ func parentPID(pid int) int {
 
 // lockNode takes the lock of the node a write names, and returns its
 // release.
-func (d *Daemon) lockNode(req forward.Request, nodename string) func() {
-	if !req.Write || nodename == "" {
+func (d *Daemon) lockNode(write bool, nodename string) func() {
+	if !write || nodename == "" {
 		return func() {}
 	}
 	h := fnv.New32a()

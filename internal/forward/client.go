@@ -97,7 +97,7 @@ func Forward(c Call) Outcome {
 		return o // a stale socket, or not ours to use
 	}
 	defer conn.Close()
-	req := Request{Binary: c.Binary, Args: c.Args, Config: cfg, Dir: wd, Verb: verb, Write: write}
+	req := Request{Binary: c.Binary, Args: c.Args, Config: cfg, Dir: wd, Verb: verb}
 	if WriteRequest(conn, req, o.Read) != nil || conn.CloseWrite() != nil {
 		// The daemon runs nothing before it holds the whole request.
 		return o

@@ -52,16 +52,16 @@ const wireVersion = "eru-forward/2"
 // Request is what the client sends before stdin.
 //
 // On the wire it is one frame of NUL-separated fields: the wire version,
-// Binary, Config, Dir, Verb, "w" or "r", then each argument. None of them
-// can hold a NUL (they come from a command line and file paths), so no
-// escaping is needed and neither end needs a JSON codec for it.
+// Binary, Config, Dir, Verb, then each argument. None of them can hold a
+// NUL (they come from a command line and file paths), so no escaping is
+// needed and neither end needs a JSON codec for it. Whether the verb
+// writes is not sent: each end knows it from the verb (Write).
 type Request struct {
 	Binary string   // storage or compute
 	Args   []string // as given to the binary, without the program name
 	Config string   // the config file the binary resolved (absolute), "" for none
 	Dir    string   // the client's working directory
 	Verb   string
-	Write  bool
 }
 
 // errNUL: a field that the header cannot carry.
@@ -69,10 +69,7 @@ var errNUL = errors.New("a request field holds a NUL byte")
 
 // MarshalBinary is the request's header frame content.
 func (r Request) MarshalBinary() ([]byte, error) {
-	fields := append([]string{wireVersion, r.Binary, r.Config, r.Dir, r.Verb, "r"}, r.Args...)
-	if r.Write {
-		fields[5] = "w"
-	}
+	fields := append([]string{wireVersion, r.Binary, r.Config, r.Dir, r.Verb}, r.Args...)
 	n := 0
 	for _, f := range fields {
 		if strings.IndexByte(f, 0) >= 0 {
@@ -93,13 +90,10 @@ func (r Request) MarshalBinary() ([]byte, error) {
 // UnmarshalBinary reads a header frame's content.
 func (r *Request) UnmarshalBinary(data []byte) error {
 	fields := strings.Split(string(data), "\x00")
-	if len(fields) < 6 || fields[0] != wireVersion {
+	if len(fields) < 5 || fields[0] != wireVersion {
 		return fmt.Errorf("not a request of %s", wireVersion)
 	}
-	if fields[5] != "r" && fields[5] != "w" {
-		return fmt.Errorf("request: read/write field %q", fields[5])
-	}
-	*r = Request{Binary: fields[1], Config: fields[2], Dir: fields[3], Verb: fields[4], Write: fields[5] == "w", Args: fields[6:]}
+	*r = Request{Binary: fields[1], Config: fields[2], Dir: fields[3], Verb: fields[4], Args: fields[5:]}
 	return nil
 }
 
