@@ -26,8 +26,8 @@ import (
 // folder, so that every call a suite makes is forwarded through it: the
 // same suites then prove that forwarded answers are the answers. Set to
 // "kill", the daemon is also SIGKILLed at random moments and restarted
-// (see KillDaemonAtRandom) for as long as the test runs: calls then run
-// through it, locally while it is down, or die with it ("outcome unknown").
+// while a test's load runs (see Chaos): calls then run through it, locally
+// while it is down, or die with it ("outcome unknown").
 const EnvServe = "ERU_TEST_SERVE"
 
 // Serving reports whether suites run with a daemon per Env.
@@ -193,6 +193,7 @@ func (e *Env) Chaos(t testing.TB) (stop func() int) {
 	if !Killing() {
 		return func() int { return 0 }
 	}
+	Bin(t, "storage") // built here: a failed build fails the test, not the goroutine
 	quit, done := make(chan struct{}), make(chan struct{})
 	kills := 0
 	go func() {
