@@ -79,6 +79,12 @@ type nodeState struct {
 }
 
 // decodeRegistration reads a stored registration.
+// DecodeRegistration decodes a stored registration of node (node only names
+// it in the error), for a cache that decodes registrations ahead of reads.
+func DecodeRegistration(node string, data []byte) (*Registration, error) {
+	return decodeRegistration(node, data)
+}
+
 func decodeRegistration(node string, data []byte) (*Registration, error) {
 	if r, ok := decodeRegistrationFast(data); ok {
 		return r, nil
