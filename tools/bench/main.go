@@ -115,6 +115,7 @@ type bench struct {
 	runner    *runner
 	trueBin   string
 	hello     string
+	sweep     string // runs a plugin call per line of its stdin, as core's metrics sweep
 	etcdctl   string
 	goVersion string    // of the toolchain that built the plugins
 	maxLoad   float64   // the highest 1-minute load average seen
@@ -164,7 +165,13 @@ func run(ctx context.Context, o options, w, progress io.Writer) error {
 		}
 		fmt.Fprintf(w, "- cluster: %s\n", c.describe())
 		clusters = append(clusters, c)
+		d, err := b.startDaemon(c)
+		if err != nil {
+			return err
+		}
+		defer d.stop()
 	}
+	fmt.Fprintf(w, "- each cluster's folder runs `storage serve` (its cache synced before any measure); a call through it is the full binary forwarding its call over the unix socket, the daemon's CPU time and memory not counted in the call's\n")
 	rssFloor, err := b.runner.run(command{argv: []string{b.trueBin}})
 	if err != nil {
 		return err
@@ -183,6 +190,12 @@ func run(ctx context.Context, o options, w, progress io.Writer) error {
 		}
 		out.row(w)
 	}
+	largest := clusters[len(clusters)-1]
+	scraped, err := b.measureScrape(ctx, largest, o.pairs, b.rangeFloor(largest))
+	if err != nil {
+		return err
+	}
+	scraped.row(w)
 	endLoad := b.sampleLoad()
 	fmt.Fprintf(w, "\n- load average at end: %s; highest 1-minute load seen: %.2f on %d CPUs\n", endLoad, b.maxLoad, runtime.NumCPU())
 	if b.maxLoad > float64(runtime.NumCPU()) {
@@ -214,13 +227,19 @@ func (b *bench) sameToolchain() error {
 // buildTools builds the runner and the hello-world into the run's folder,
 // and etcdctl (once, cached) at the etcd version the plugins use.
 func (b *bench) buildTools() error {
-	b.runner = &runner{path: filepath.Join(b.tmp, "runner"), env: pluginEnv()}
+	// Every plugin call runs itself unless its step says it may be
+	// forwarded to the cluster's serve daemon.
+	b.runner = &runner{path: filepath.Join(b.tmp, "runner"), env: append(pluginEnv(), "ERU_RESOURCE_NO_FORWARD=1")}
 	if err := goBuild(b.goBin, runnerSource, b.runner.path); err != nil {
 		return fmt.Errorf("building the runner: %w", err)
 	}
 	b.hello = filepath.Join(b.tmp, "hello")
 	if err := goBuild(b.goBin, helloSource, b.hello); err != nil {
 		return fmt.Errorf("building the hello-world: %w", err)
+	}
+	b.sweep = filepath.Join(b.tmp, "sweep")
+	if err := goBuild(b.goBin, sweepSource, b.sweep); err != nil {
+		return fmt.Errorf("building the sweep: %w", err)
 	}
 	var err error
 	b.etcdctl, err = buildEtcdctl(b.goBin, "v"+version.Version)
@@ -354,6 +373,9 @@ func (b *bench) measures(ctx context.Context, clusters []*cluster) ([]measure, e
 				cmd: b.verb(small, "get-nodes-deploy-capacity", query, nil).cmd, check: capacityOf(small.names)},
 			target: 1.2,
 		})
+	}
+	for _, c := range clusters {
+		ms = append(ms, b.serveMeasures(c)...)
 	}
 	return ms, nil
 }
