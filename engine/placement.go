@@ -54,6 +54,10 @@ func (e *Engine[N, W]) DeployCapacity(ctx context.Context, req *types.Request) (
 		}
 		draws = make([][]string, len(names))
 	}
+	memo := ""
+	if read.snap != nil {
+		memo = capacityKey(req.WorkloadResource, env)
+	}
 	err = e.eachOf(names, read, func(i int, v *nodeView[N]) {
 		if why[i] = v.reg.Refusal(e.Policy); why[i] != "" || ctx.Err() != nil {
 			return
@@ -63,7 +67,7 @@ func (e *Engine[N, W]) DeployCapacity(ctx context.Context, req *types.Request) (
 		}
 		// A node the plugin never saw is Empty: it takes whatever asks for
 		// nothing of this resource.
-		if caps[i] = e.Res.DeployCapacity(v.rec, w, env); caps[i].Capacity > 0 {
+		if caps[i] = e.capacity(read, names[i], v, w, env, memo); caps[i].Capacity > 0 {
 			return
 		}
 		why[i] = "the node has no room for one workload of the request"

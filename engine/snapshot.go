@@ -2,7 +2,11 @@ package engine
 
 import (
 	"context"
+	"maps"
 	"runtime"
+	"slices"
+	"strconv"
+	"strings"
 	"sync"
 	"sync/atomic"
 
@@ -38,6 +42,56 @@ type SnapshotReader interface {
 type DecodedRecord struct {
 	Record any
 	Held   types.Amounts
+
+	// capacities remembers what DeployCapacity answered on this record, by
+	// request and environment (capacityKey): a pure function of them, so
+	// it holds while the record is at this revision. At most
+	// maxCapacities requests are remembered.
+	capacities sync.Map
+	remembered atomic.Int32
+}
+
+// maxCapacities bounds the capacity answers one record remembers.
+const maxCapacities = 16
+
+// capacityKey names a capacity query's request and environment: the
+// workload request as core sent it, the deploy limit, and every shared
+// value the decision may read.
+func capacityKey(request []byte, env Env) string {
+	var b strings.Builder
+	b.Write(request)
+	b.WriteString("\x00")
+	b.WriteString(strconv.Itoa(env.MaxDeployCount))
+	for _, k := range slices.Sorted(maps.Keys(env.Shared)) {
+		b.WriteString("\x00")
+		b.WriteString(k)
+		b.WriteString("\x00")
+		b.Write(env.Shared[k])
+	}
+	return b.String()
+}
+
+// capacity is Res.DeployCapacity on node's record, remembered on the
+// snapshot's decoded record under key ("" remembers nothing). An answer
+// computed while the call's context ended is not remembered (the search
+// may have been cut short; the verb fails anyway).
+func (e *Engine[N, W]) capacity(r *manyRead[N], node string, v *nodeView[N], w W, env Env, key string) types.NodeCapacity {
+	var dr *DecodedRecord
+	if key != "" && r.snap != nil && v.known {
+		if d, ok := r.snap.Decoded(e.recordKey(node)); ok {
+			dr, _ = d.(*DecodedRecord)
+		}
+	}
+	if dr != nil {
+		if c, ok := dr.capacities.Load(key); ok {
+			return c.(types.NodeCapacity)
+		}
+	}
+	c := e.Res.DeployCapacity(v.rec, w, env)
+	if dr != nil && (env.Ctx == nil || env.Ctx.Err() == nil) && dr.remembered.Add(1) <= maxCapacities {
+		dr.capacities.Store(key, c)
+	}
+	return c
 }
 
 // Decoder is how a snapshot decodes the values under one key prefix.

@@ -18,6 +18,7 @@ import (
 
 	"github.com/eru-extend/resources/cmd"
 	"github.com/eru-extend/resources/cmd/config"
+	"github.com/eru-extend/resources/engine"
 	"github.com/eru-extend/resources/store/storetest"
 )
 
@@ -133,7 +134,11 @@ func (c *cluster) metricsRequest(tb testing.TB, names []string) string {
 // binary answers reading etcd itself, before and after writes, for a
 // corrupt record too; and no verb changed a decoded record.
 func TestVerbsFromDecodedRecordsAnswerAsTheBinary(t *testing.T) {
-	c := newCluster(t, 300)
+	n := 300
+	if testing.Short() {
+		n = 60
+	}
+	c := newCluster(t, n)
 	some := append([]string{"absent"}, c.names[:40]...)
 	calls := []struct{ name, binary, verb, in string }{
 		{"capacity over every node", "storage", "get-nodes-deploy-capacity", c.capacityRequest(t, c.names)},
@@ -170,6 +175,17 @@ func TestVerbsFromDecodedRecordsAnswerAsTheBinary(t *testing.T) {
 		require.Equal(t, 0, code, errb)
 		compare(t)
 	})
+
+	t.Run("after the cluster's overcommit defaults change (a shared key every capacity reads)", func(t *testing.T) {
+		const computeCapacity = `{"nodenames":["n00001","n00002"],"workload_resource":{"cpu":2,"memory":"1G"}}`
+		_, before, _ := c.served("compute", "get-nodes-deploy-capacity", computeCapacity)
+		var out, errb bytes.Buffer
+		code := cmd.MainWith(cmd.Options{Config: c.cfg}, "compute", []string{"overcommit", "set-defaults", "--cpu", "3", "--memory", "1"}, strings.NewReader(""), &out, &errb)
+		require.Equal(t, 0, code, errb.String())
+		_, after, _ := c.served("compute", "get-nodes-deploy-capacity", computeCapacity)
+		require.NotEqual(t, before, after, "the remembered capacities are not those of the old defaults")
+		compare(t)
+	})
 	require.Greater(t, c.d.Cache().Stats().Cached, before, "the served reads came from the cache")
 
 	t.Run("with a corrupt record", func(t *testing.T) {
@@ -191,7 +207,13 @@ func TestVerbsFromDecodedRecordsAnswerAsTheBinary(t *testing.T) {
 				continue
 			}
 			data, _ := view.Get(key)
-			require.Equal(t, c.d.decoders.decode(key, data), d, key)
+			fresh := c.d.decoders.decode(key, data)
+			if rec, ok := d.(*engine.DecodedRecord); ok {
+				require.Equal(t, fresh.(*engine.DecodedRecord).Record, rec.Record, key)
+				require.Equal(t, fresh.(*engine.DecodedRecord).Held, rec.Held, key)
+			} else {
+				require.Equal(t, fresh, d, key)
+			}
 			checked++
 		}
 		require.Equal(t, 3*len(c.names)-1, checked, "every record and registration but the corrupt one was decoded")
