@@ -56,6 +56,8 @@ func newMetrics(d *Daemon) *metrics {
 				func() float64 { return float64(c.Stats().Cached) }),
 			prometheus.NewCounterFunc(prometheus.CounterOpts{Name: "eru_serve_cache_reads_total", Help: "Linearizable reads answered from the cache.", ConstLabels: prometheus.Labels{"source": "etcd"}},
 				func() float64 { return float64(c.Stats().Direct) }),
+			prometheus.NewCounterFunc(prometheus.CounterOpts{Name: "eru_serve_store_reads_total", Help: "Read requests the daemon sent etcd: revision checks, direct reads and lists (a scrape sends none)."},
+				func() float64 { return float64(c.Stats().EtcdReads) }),
 		)
 	}
 	return m

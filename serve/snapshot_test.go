@@ -1,11 +1,14 @@
 package serve
 
 import (
+	"bufio"
 	"bytes"
 	"context"
 	"encoding/json"
 	"fmt"
 	"log/slog"
+	"net/http"
+	"net/http/httptest"
 	"os"
 	"path/filepath"
 	"strings"
@@ -20,6 +23,7 @@ import (
 	"github.com/eru-extend/resources/cmd/config"
 	"github.com/eru-extend/resources/engine"
 	"github.com/eru-extend/resources/store/storetest"
+	"github.com/eru-extend/resources/types"
 )
 
 var clusters atomic.Int64
@@ -218,4 +222,66 @@ func TestVerbsFromDecodedRecordsAnswerAsTheBinary(t *testing.T) {
 		}
 		require.Equal(t, 3*len(c.names)-1, checked, "every record and registration but the corrupt one was decoded")
 	})
+}
+
+// TestAScrapeRendersTheDecodedRecordsWithoutAStoreRead: /metrics answers
+// every node's gauges as get-metrics does and its status as nodes list
+// does, rendered again after a write, and no scrape sends etcd a read.
+func TestAScrapeRendersTheDecodedRecordsWithoutAStoreRead(t *testing.T) {
+	c := newCluster(t, 40)
+	scrape := func() string {
+		reads := c.d.Cache().Stats().EtcdReads
+		rec := httptest.NewRecorder()
+		c.d.metricsHandler().ServeHTTP(rec, httptest.NewRequest(http.MethodGet, "/metrics", nil))
+		require.Equal(t, http.StatusOK, rec.Code)
+		require.Equal(t, reads, c.d.Cache().Stats().EtcdReads, "the scrape read nothing from etcd")
+		return rec.Body.String()
+	}
+	// The series get-metrics answers for n, as /metrics writes them.
+	series := func(binary, n string) []string {
+		code, out, errb := c.cold(binary, "get-metrics", `{"nodename":"`+n+`"}`)
+		require.Equal(t, 0, code, errb)
+		var samples []types.Metric
+		require.NoError(t, json.Unmarshal([]byte(out), &samples))
+		desc := map[string][]string{}
+		_, descs, _ := c.cold(binary, "get-metrics-description", "")
+		var ds []types.MetricDescription
+		require.NoError(t, json.Unmarshal([]byte(descs), &ds))
+		for _, d := range ds {
+			desc[d.Name] = d.Labels
+		}
+		var lines []string
+		for _, s := range samples {
+			var w bytes.Buffer
+			bw := bufio.NewWriter(&w)
+			writeSeries(bw, s.Name, desc[s.Name], s.Labels, s.Value)
+			require.NoError(t, bw.Flush())
+			lines = append(lines, strings.TrimSuffix(w.String(), "\n"))
+		}
+		return lines
+	}
+	body := scrape()
+	for _, n := range []string{"n00000", "n00005", "n00013"} {
+		for _, b := range Binaries {
+			for _, line := range series(b, n) {
+				require.True(t, strings.Contains(body, line+"\n"), line)
+			}
+		}
+	}
+	for _, want := range []string{
+		`eru_node_status{nodename="n00035",status="DRAINED"} 1`, // drained, holding nothing
+		`eru_node_status{nodename="n00005",status="DRAINING"} 1`, // drained, holding 5 GiB
+		`eru_node_status{nodename="n00006",status="READY"} 1`,
+	} {
+		require.True(t, strings.Contains(body, want+"\n"), want)
+	}
+
+	code, _, errb := c.served("storage", "set-node-resource-usage", `{"nodename":"n00013","resource_request":{"volumes":["/data0:100G"]},"delta":true,"incr":true}`)
+	require.Equal(t, 0, code, errb)
+	code, _, errb = c.served("storage", "get-metrics", `{"nodename":"n00013"}`) // a linearizable read: the cache has the write
+	require.Equal(t, 0, code, errb)
+	body = scrape()
+	for _, line := range series("storage", "n00013") {
+		require.True(t, strings.Contains(body, line+"\n"), "rendered again after the write: %s", line)
+	}
 }
