@@ -269,7 +269,7 @@ func TestAScrapeRendersTheDecodedRecordsWithoutAStoreRead(t *testing.T) {
 		}
 	}
 	for _, want := range []string{
-		`eru_node_status{nodename="n00035",status="DRAINED"} 1`, // drained, holding nothing
+		`eru_node_status{nodename="n00035",status="DRAINED"} 1`,  // drained, holding nothing
 		`eru_node_status{nodename="n00005",status="DRAINING"} 1`, // drained, holding 5 GiB
 		`eru_node_status{nodename="n00006",status="READY"} 1`,
 	} {
