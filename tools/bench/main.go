@@ -116,6 +116,7 @@ type bench struct {
 	trueBin   string
 	hello     string
 	sweep     string // runs a plugin call per line of its stdin, as core's metrics sweep
+	front     string // the front binary (cmd/forwarder) as storage, the full one as its libexec/storage
 	etcdctl   string
 	goVersion string    // of the toolchain that built the plugins
 	maxLoad   float64   // the highest 1-minute load average seen
@@ -171,7 +172,7 @@ func run(ctx context.Context, o options, w, progress io.Writer) error {
 		}
 		defer d.stop()
 	}
-	fmt.Fprintf(w, "- each cluster's folder runs `storage serve` (its cache synced before any measure); a call through it is the full binary forwarding its call over the unix socket, the daemon's CPU time and memory not counted in the call's\n")
+	fmt.Fprintf(w, "- each cluster's folder runs `storage serve` (its cache synced before any measure); a call through it is the front binary (cmd/forwarder) forwarding it over the unix socket, checked against the daemon's count of the calls it answered; the daemon's CPU time and memory are not counted in the call's\n")
 	rssFloor, err := b.runner.run(command{argv: []string{b.trueBin}})
 	if err != nil {
 		return err
@@ -240,6 +241,9 @@ func (b *bench) buildTools() error {
 	b.sweep = filepath.Join(b.tmp, "sweep")
 	if err := goBuild(b.goBin, sweepSource, b.sweep); err != nil {
 		return fmt.Errorf("building the sweep: %w", err)
+	}
+	if err := b.buildFront(); err != nil {
+		return err
 	}
 	var err error
 	b.etcdctl, err = buildEtcdctl(b.goBin, "v"+version.Version)

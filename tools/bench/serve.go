@@ -21,9 +21,13 @@ import (
 )
 
 // The serve daemon's measures (docs/serve.md, issue 15): each cluster's
-// folder also runs `storage serve`, started once beside etcd, and the
-// subject is the same call through it, the floor the same call with
-// ERU_RESOURCE_NO_FORWARD=1 (which every other measure runs with).
+// folder also runs `storage serve`, started once beside etcd. The subject
+// is the call as core makes it with the daemon installed: the small front
+// binary (cmd/forwarder) forwarding it; the floor is the same call run by
+// the full binary with ERU_RESOURCE_NO_FORWARD=1 (as every other measure
+// runs), i.e. without the daemon. The daemon's own count of the calls it
+// answered must grow by exactly the subject's calls, so a call that fell
+// back to running itself fails the bench.
 
 // forwarded is the environment of a call that may go through the daemon.
 var forwarded = []string{"ERU_RESOURCE_NO_FORWARD=0"}
@@ -100,9 +104,10 @@ func (b *bench) serveMeasures(c *cluster) []measure {
 	capacity := b.verb(c, "get-nodes-deploy-capacity", map[string]any{"nodenames": c.names, "workload_resource": capacityRequest}, capacityOf(c.names))
 	through := capacity
 	through.label = "through the daemon"
-	through.cmd = withEnv(capacity.cmd, forwarded)
+	through.cmd = withEnv(b.viaFront(capacity.cmd), forwarded)
 	capacity.label = "the same query without it"
-	ms := []measure{{name: fmt.Sprintf("capacity, %s nodes, through `storage serve`", thousands(c.n)), subject: through, floor: capacity}}
+	ms := []measure{{name: fmt.Sprintf("capacity, %s nodes, through `storage serve`", thousands(c.n)), subject: through, floor: capacity,
+		via: &daemonCalls{addr: c.serveHTTP, verb: "get-nodes-deploy-capacity", perRun: 1}}}
 	if c.n == 10000 {
 		ms[0].target = 0.2
 	}
@@ -114,13 +119,68 @@ func (b *bench) serveMeasures(c *cluster) []measure {
 		lines.WriteByte('\n')
 	}
 	sweep := command{argv: []string{b.sweep, "-p", fmt.Sprint(sweepParallel), b.storage, "get-metrics"}, dir: c.dir, stdin: lines.Bytes()}
+	front := sweep
+	front.argv = append(append([]string(nil), sweep.argv[:3]...), b.front, "get-metrics")
 	ms = append(ms, measure{
 		name:    fmt.Sprintf("`get-metrics` sweep, %s calls of one node, through `storage serve`", thousands(len(swept))),
-		subject: step{label: "through the daemon", cmd: withEnv(fixed(sweep), forwarded), check: sweepOf(swept)},
+		subject: step{label: "through the daemon", cmd: withEnv(fixed(front), forwarded), check: sweepOf(swept)},
 		floor:   step{label: "the same sweep without it", cmd: fixed(sweep), check: sweepOf(swept)},
 		target:  0.2,
+		via:     &daemonCalls{addr: c.serveHTTP, verb: "get-metrics", perRun: len(swept)},
 	})
 	return ms
+}
+
+// viaFront runs a step's commands through the front binary instead of the
+// full one.
+func (b *bench) viaFront(cmd func(int) command) func(int) command {
+	return func(i int) command {
+		c := cmd(i)
+		c.argv = append([]string{b.front}, c.argv[1:]...)
+		return c
+	}
+}
+
+// daemonCalls names the calls a measure's subject makes through a daemon.
+type daemonCalls struct {
+	addr   string // the daemon's HTTP address
+	verb   string
+	perRun int
+}
+
+// answered is how many calls of the verb the daemon has answered (its
+// eru_serve_requests_total{verb, result="ok"}).
+func (v *daemonCalls) answered() (int, error) {
+	body, err := scrape(v.addr)
+	if err != nil {
+		return 0, err
+	}
+	want := `eru_serve_requests_total{result="ok",verb="` + v.verb + `"} `
+	for _, line := range strings.Split(string(body), "\n") {
+		if n, ok := strings.CutPrefix(line, want); ok {
+			var f float64
+			if _, err := fmt.Sscan(n, &f); err != nil {
+				return 0, fmt.Errorf("%s: %w", line, err)
+			}
+			return int(f), nil
+		}
+	}
+	return 0, nil
+}
+
+// buildFront builds the front binary (cmd/forwarder) under the name
+// storage, with the full binary as its libexec/storage, as docs/serve.md
+// installs them.
+func (b *bench) buildFront() error {
+	dir := filepath.Join(b.tmp, "front")
+	if err := os.MkdirAll(filepath.Join(dir, "libexec"), 0o755); err != nil {
+		return err
+	}
+	b.front = filepath.Join(dir, "storage")
+	if err := goCmd("", b.goBin, append(append([]string{"build"}, buildFlags...), "-o", b.front, "github.com/eru-extend/resources/cmd/forwarder")...); err != nil {
+		return fmt.Errorf("building the front binary: %w", err)
+	}
+	return os.Symlink(b.storage, filepath.Join(dir, "libexec", "storage"))
 }
 
 // withEnv adds variables to a step's commands.
