@@ -107,20 +107,21 @@ func (o *options) settle(nodes string) error {
 
 // bench is one run's fixtures: the tools built for it, etcd, the clusters.
 type bench struct {
-	goBin     string
-	storage   string // the storage plugin binary
-	tmp       string
-	endpoint  string
-	client    *clientv3.Client
-	runner    *runner
-	trueBin   string
-	hello     string
-	sweep     string // runs a plugin call per line of its stdin, as core's metrics sweep
-	front     string // the front binary (cmd/forwarder) as storage, the full one as its libexec/storage
-	etcdctl   string
-	goVersion string    // of the toolchain that built the plugins
-	maxLoad   float64   // the highest 1-minute load average seen
-	progress  io.Writer // where to say what is being measured, or nil
+	goBin      string
+	storage    string // the storage plugin binary
+	tmp        string
+	endpoint   string
+	client     *clientv3.Client
+	runner     *runner
+	trueBin    string
+	hello      string
+	sweep      string // runs a plugin call per line of its stdin, as core's metrics sweep
+	front      string // the front binary (cmd/forwarder) as storage, the full one as its libexec/storage
+	sweepNodes int    // nodes of the get-metrics sweep
+	etcdctl    string
+	goVersion  string    // of the toolchain that built the plugins
+	maxLoad    float64   // the highest 1-minute load average seen
+	progress   io.Writer // where to say what is being measured, or nil
 }
 
 func run(ctx context.Context, o options, w, progress io.Writer) error {
@@ -128,7 +129,10 @@ func run(ctx context.Context, o options, w, progress io.Writer) error {
 	if err != nil {
 		return err
 	}
-	b := &bench{goBin: o.goBin, storage: filepath.Join(bin, "storage"), trueBin: "/bin/true", progress: progress}
+	b := &bench{goBin: o.goBin, storage: filepath.Join(bin, "storage"), trueBin: "/bin/true", progress: progress, sweepNodes: sweepNodes}
+	if o.quick {
+		b.sweepNodes = quickSweepNodes
+	}
 	if _, err := os.Stat(b.storage); err != nil {
 		return fmt.Errorf("no storage binary in %s (make build): %w", bin, err)
 	}

@@ -33,10 +33,16 @@ import (
 var forwarded = []string{"ERU_RESOURCE_NO_FORWARD=0"}
 
 // sweepNodes is how many nodes core's get-metrics sweep asks for in the
-// sweep measure, and sweepParallel how many calls it keeps running at once.
+// sweep measure (quickSweepNodes with -quick), and sweepParallel how many
+// calls it keeps running at once: one, as a collector walking the nodes.
+// (With the default flow control, concurrent get-metrics calls of one
+// caller are refused while the metrics level lends its seats away: its
+// limit response is reject, and its lower limit is 10% of its nominal
+// seats.)
 const (
-	sweepNodes    = 1000
-	sweepParallel = 4
+	sweepNodes      = 1000
+	quickSweepNodes = 100
+	sweepParallel   = 1
 )
 
 // daemon is a `storage serve` running in a cluster's folder.
@@ -97,7 +103,7 @@ func (d *daemon) stop() {
 }
 
 // serveMeasures are the daemon's measures on cluster c: a capacity query
-// over every node, and core's get-metrics sweep over sweepNodes nodes (one
+// over every node, and core's get-metrics sweep over b.sweepNodes nodes (one
 // call per node, sweepParallel at a time), each through the daemon against
 // the same without it.
 func (b *bench) serveMeasures(c *cluster) []measure {
@@ -111,7 +117,7 @@ func (b *bench) serveMeasures(c *cluster) []measure {
 	if c.n == 10000 {
 		ms[0].target = 0.2
 	}
-	swept := c.names[:min(sweepNodes, c.n)]
+	swept := c.names[:min(b.sweepNodes, c.n)]
 	var lines bytes.Buffer
 	for _, n := range swept {
 		in, _ := json.Marshal(map[string]any{"podname": "pod", "nodename": n})
