@@ -38,6 +38,7 @@ func TestQuickRunOnATinyCluster(t *testing.T) {
 		"| `get-metrics`, 60 nodes | `etcdctl txn`",
 		"| capacity of 20 nodes in a cluster of 60 | the same query in a cluster of 20 |",
 		"| capacity, 20 nodes, through `storage serve` | the same query without it |",
+		"| capacity, 20 nodes, through `storage serve`, a request it has not seen | the same query without it |",
 		"| `get-metrics` sweep, 20 calls of one node, through `storage serve` | the same sweep without it |",
 		"| capacity, 60 nodes, through `storage serve` | the same query without it |",
 		"| `get-metrics` sweep, 60 calls of one node, through `storage serve` | the same sweep without it |",
@@ -46,7 +47,7 @@ func TestQuickRunOnATinyCluster(t *testing.T) {
 	} {
 		require.Contains(t, report, row)
 	}
-	require.Equal(t, 15, strings.Count(report, "×** ["), "one row of ratios per measure:\n%s", report)
+	require.Equal(t, 17, strings.Count(report, "×** ["), "one row of ratios per measure:\n%s", report)
 	for _, line := range []string{"- load average at start: ", "- load average at end: ", "- cluster: 20 nodes", "- cluster: 60 nodes", "- machine: "} {
 		require.Contains(t, report, line)
 	}
