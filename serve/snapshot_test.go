@@ -12,6 +12,7 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
+	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -191,6 +192,25 @@ func TestVerbsFromDecodedRecordsAnswerAsTheBinary(t *testing.T) {
 		compare(t)
 	})
 	require.Greater(t, c.d.Cache().Stats().Cached, before, "the served reads came from the cache")
+
+	t.Run("calls at once share the decoded records and answer as one at a time", func(t *testing.T) {
+		want := make([]string, len(calls))
+		for i, call := range calls {
+			_, want[i], _ = c.cold(call.binary, call.verb, call.in)
+		}
+		var wg sync.WaitGroup
+		got := make([]string, 4*len(calls))
+		for k := range got {
+			wg.Go(func() {
+				call := calls[k%len(calls)]
+				_, got[k], _ = c.served(call.binary, call.verb, call.in)
+			})
+		}
+		wg.Wait()
+		for k := range got {
+			require.Equal(t, want[k%len(calls)], got[k], calls[k%len(calls)].name)
+		}
+	})
 
 	t.Run("with a corrupt record", func(t *testing.T) {
 		_, err := c.client.Put(context.Background(), c.prefix+"/resource/storage/n00009", `{"capacity":`)
