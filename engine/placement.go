@@ -252,11 +252,12 @@ func (e *Engine[N, W]) Metrics(ctx context.Context, req *types.Request) (any, er
 	samples := make([][]types.Metric, len(refs))
 	var failed error
 	var mu sync.Mutex
+	shared := sharedKey(env)
 	err = e.eachOf(names, read, func(i int, v *nodeView[N]) {
 		if !v.known {
 			return
 		}
-		m, err := e.sample(refs[i], v, env, read)
+		m, err := e.sampleOf(refs[i], v, env, read, shared)
 		if err != nil {
 			mu.Lock()
 			failed = cmp.Or(failed, err)
@@ -268,7 +269,11 @@ func (e *Engine[N, W]) Metrics(ctx context.Context, req *types.Request) (any, er
 	if err = cmp.Or(err, failed); err != nil {
 		return nil, err
 	}
-	out := []types.Metric{}
+	total := 0
+	for _, m := range samples {
+		total += len(m)
+	}
+	out := make([]types.Metric, 0, total)
 	for _, m := range samples {
 		out = append(out, m...)
 	}

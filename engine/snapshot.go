@@ -49,19 +49,24 @@ type DecodedRecord struct {
 	// maxCapacities requests are remembered.
 	capacities sync.Map
 	remembered atomic.Int32
+
+	// samples remembers a node's get-metrics samples the same way, by
+	// podname, the node's status and whether it may take work, and the
+	// shared values (sampleKey); at most maxSamples of them. They are
+	// shared: whoever reads them must not change them.
+	samples sync.Map
+	sampled atomic.Int32
 }
 
-// maxCapacities bounds the capacity answers one record remembers.
-const maxCapacities = 16
+// maxCapacities and maxSamples bound what one record remembers.
+const (
+	maxCapacities = 16
+	maxSamples    = 4
+)
 
-// capacityKey names a capacity query's request and environment: the
-// workload request as core sent it, the deploy limit, and every shared
-// value the decision may read.
-func capacityKey(request []byte, env Env) string {
+// sharedKey names the shared values a decision may read.
+func sharedKey(env Env) string {
 	var b strings.Builder
-	b.Write(request)
-	b.WriteString("\x00")
-	b.WriteString(strconv.Itoa(env.MaxDeployCount))
 	for _, k := range slices.Sorted(maps.Keys(env.Shared)) {
 		b.WriteString("\x00")
 		b.WriteString(k)
@@ -69,6 +74,45 @@ func capacityKey(request []byte, env Env) string {
 		b.Write(env.Shared[k])
 	}
 	return b.String()
+}
+
+// sampleOf is sample, remembered on the snapshot's decoded record: a
+// node's samples are a pure function of its record, the podname asked
+// for, its status, whether it may take work and the shared values.
+func (e *Engine[N, W]) sampleOf(ref types.NodeRef, v *nodeView[N], env Env, r *manyRead[N], shared string) ([]types.Metric, error) {
+	var dr *DecodedRecord
+	if r.snap != nil && v.known {
+		if d, ok := r.snap.Decoded(e.recordKey(ref.Nodename)); ok {
+			dr, _ = d.(*DecodedRecord)
+		}
+	}
+	if dr == nil {
+		return e.sample(ref, v, env, r)
+	}
+	holds, err := e.holds(ref.Nodename, r)
+	if err != nil {
+		return nil, err
+	}
+	schedulable := "0"
+	if v.reg.Refusal(e.Policy) == "" {
+		schedulable = "1"
+	}
+	key := ref.Podname + "\x00" + string(v.reg.Status(holds, e.Policy)) + "\x00" + schedulable + shared
+	if m, ok := dr.samples.Load(key); ok {
+		return m.([]types.Metric), nil
+	}
+	m, err := e.sample(ref, v, env, r)
+	if err == nil && dr.sampled.Add(1) <= maxSamples {
+		dr.samples.Store(key, m)
+	}
+	return m, err
+}
+
+// capacityKey names a capacity query's request and environment: the
+// workload request as core sent it, the deploy limit, and every shared
+// value the decision may read.
+func capacityKey(request []byte, env Env) string {
+	return string(request) + "\x00" + strconv.Itoa(env.MaxDeployCount) + sharedKey(env)
 }
 
 // capacity is Res.DeployCapacity on node's record, remembered on the
@@ -135,23 +179,26 @@ func (e *Engine[N, W]) readMany(ctx context.Context, names []string, all bool) (
 		}
 		return &manyRead[N]{get: get}, nil
 	}
-	keys := append([]string(nil), e.Res.SharedKeys()...)
+	shared := append([]string(nil), e.Res.SharedKeys()...)
 	prefixes := []string{nodes.RecordPrefix(e.Res.Name())}
 	if all {
 		for _, p := range e.Resources {
 			if p.Name() != e.Res.Name() {
-				keys = append(keys, p.SharedKeys()...)
+				shared = append(shared, p.SharedKeys()...)
 				prefixes = append(prefixes, p.RecordPrefix())
 			}
 		}
 	}
+	// names are distinct (the callers dedupe them), so are their keys.
+	keys := dedupe(shared)
+	keys = slices.Grow(keys, len(names)*(len(prefixes)+2))
 	for _, n := range names {
 		for _, p := range prefixes {
 			keys = append(keys, p+n)
 		}
 		keys = append(keys, nodes.RegistrationKey(n), nodes.SessionKey(n))
 	}
-	snap, err := e.Snapshots.ReadSnapshot(ctx, dedupe(keys))
+	snap, err := e.Snapshots.ReadSnapshot(ctx, keys)
 	if err != nil {
 		return nil, err
 	}
@@ -166,37 +213,28 @@ func (e *Engine[N, W]) viewOf(node string, r *manyRead[N]) (*nodeView[N], error)
 	}
 	v := &nodeView[N]{name: node, rec: e.Res.Empty(), reg: &nodes.Entry{}}
 	key := e.recordKey(node)
-	if _, ok := r.get(key); ok {
-		rec, ok := decodedRecord[N](r.snap, key)
-		if !ok {
+	if d, ok := r.snap.Decoded(key); ok {
+		dr, _ := d.(*DecodedRecord)
+		if dr == nil {
 			return e.view(node, r.get)
 		}
-		v.rec, v.known = rec, true
+		if v.rec, ok = dr.Record.(N); !ok {
+			return e.view(node, r.get)
+		}
+		v.known = true
+	} else if _, stored := r.get(key); stored {
+		return e.view(node, r.get) // not decoded: decode it here, and report what cannot be
 	}
-	if _, ok := r.get(nodes.RegistrationKey(node)); ok {
-		d, _ := r.snap.Decoded(nodes.RegistrationKey(node))
-		reg, ok := d.(*nodes.Registration)
-		if !ok {
+	key = nodes.RegistrationKey(node)
+	if d, ok := r.snap.Decoded(key); ok {
+		if v.reg.Reg, ok = d.(*nodes.Registration); !ok {
 			return e.view(node, r.get)
 		}
-		v.reg.Reg = reg
+	} else if _, stored := r.get(key); stored {
+		return e.view(node, r.get)
 	}
 	_, v.reg.Live = r.get(nodes.SessionKey(node))
 	return v, nil
-}
-
-func decodedRecord[N any](snap Snapshot, key string) (N, bool) {
-	var zero N
-	d, ok := snap.Decoded(key)
-	if !ok {
-		return zero, false
-	}
-	dr, ok := d.(*DecodedRecord)
-	if !ok {
-		return zero, false
-	}
-	n, ok := dr.Record.(N)
-	return n, ok
 }
 
 // holds reports whether any plugin's record of node holds usage (see
@@ -208,10 +246,13 @@ func (e *Engine[N, W]) holds(node string, r *manyRead[N]) (bool, error) {
 	held := false
 	for _, p := range e.Resources {
 		key := p.RecordPrefix() + node
-		if _, ok := r.get(key); !ok {
+		d, ok := r.snap.Decoded(key)
+		if !ok {
+			if _, stored := r.get(key); stored {
+				return nodes.Holds(node, e.Resources, r.get)
+			}
 			continue
 		}
-		d, _ := r.snap.Decoded(key)
 		dr, ok := d.(*DecodedRecord)
 		if !ok {
 			return nodes.Holds(node, e.Resources, r.get)

@@ -3,8 +3,10 @@
 // socket, from a linearizable watch cache of etcd (serve/cache), serves
 // Prometheus /metrics, health probes and the operator API over HTTP, and
 // pushes gauges to statsd. Every call runs through the same command tree as
-// an exec'd binary (cmd.MainWith), so its answer is the same bytes; the
-// daemon is never needed for correctness.
+// an exec'd binary (cmd.MainWith), so its answer is the same bytes, its
+// reads of many nodes taking the records the cache decoded; /metrics samples
+// the nodes through the plugins' engines directly. The daemon is never
+// needed for correctness.
 package serve
 
 import (

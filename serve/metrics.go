@@ -207,6 +207,7 @@ func (d *Daemon) nodeSamples(ctx context.Context) (*nodeSnapshot, error) {
 	defer done()
 	out := &nodeSnapshot{descs: map[string]types.MetricDescription{}}
 	policy := cmd.Policy(d.cfg)
+	recorded := map[string][]string{} // plugin -> the keys of its records
 	for _, b := range Binaries {
 		eng, err := cmd.Engine(b, d.cfg, open, fixedSnapshot{view})
 		if err != nil {
@@ -221,6 +222,7 @@ func (d *Daemon) nodeSamples(ctx context.Context) (*nodeSnapshot, error) {
 		}
 		prefix := nodes.RecordPrefix(b)
 		names := view.Under(prefix)
+		recorded[b] = names
 		if len(names) == 0 {
 			continue
 		}
@@ -233,9 +235,13 @@ func (d *Daemon) nodeSamples(ctx context.Context) (*nodeSnapshot, error) {
 			d.log.Warn("metrics: get-metrics failed", "plugin", b, "error", err.Error())
 			continue
 		}
-		out.samples = append(out.samples, samples.([]types.Metric)...)
+		if out.samples == nil {
+			out.samples = samples.([]types.Metric) // most often the larger: no copy
+		} else {
+			out.samples = append(out.samples, samples.([]types.Metric)...)
+		}
 	}
-	out.statuses = statuses(view, policy, d.decoders)
+	out.statuses = statuses(view, recorded, policy, d.decoders)
 	if d.cache != nil {
 		d.samples, d.samplesRev = out, rev
 	}
@@ -297,14 +303,14 @@ func (s storeView) Under(prefix string) []string {
 // statuses is every node's status, as `nodes list` answers it: every node
 // registered or recorded by a plugin, in name order. A node one of whose
 // records cannot be decoded is left out (its get-metrics fails too).
-func statuses(view scrapeSource, p nodes.Policy, decs decoders) []nodeStatus {
+func statuses(view scrapeSource, recorded map[string][]string, p nodes.Policy, decs decoders) []nodeStatus {
 	names := map[string]bool{}
-	prefixes := []string{nodes.RegistrationPrefix}
-	for _, b := range Binaries {
-		prefixes = append(prefixes, nodes.RecordPrefix(b))
+	for _, k := range view.Under(nodes.RegistrationPrefix) {
+		names[k[len(nodes.RegistrationPrefix):]] = true
 	}
-	for _, prefix := range prefixes {
-		for _, k := range view.Under(prefix) {
+	for _, b := range Binaries {
+		prefix := nodes.RecordPrefix(b)
+		for _, k := range recorded[b] {
 			names[k[len(prefix):]] = true
 		}
 	}
