@@ -58,10 +58,12 @@ type DecodedRecord struct {
 	sampled atomic.Int32
 }
 
-// maxCapacities and maxSamples bound what one record remembers.
+// maxCapacities and maxSamples bound what one record remembers. Samples
+// are the larger (about 2 KB per node and plugin): two sets, a scrape's
+// (no podname) and core's sweep's (the node's pod).
 const (
 	maxCapacities = 16
-	maxSamples    = 4
+	maxSamples    = 2
 )
 
 // sharedKey names the shared values a decision may read.
