@@ -52,7 +52,7 @@ type DecodedRecord struct {
 
 	// samples remembers a node's get-metrics samples the same way, by
 	// podname, the node's status and whether it may take work, and the
-	// shared values (sampleKey); at most maxSamples of them. They are
+	// shared values (see sampleOf); at most maxSamples of them. They are
 	// shared: whoever reads them must not change them.
 	samples sync.Map
 	sampled atomic.Int32
