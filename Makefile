@@ -88,12 +88,13 @@ test:
 chaos:
 	CHAOS_WRITES=50000 CHAOS_SECONDS=1800 $(GO) test ./tests/chaos/ -run Chaos -v -count=1 -timeout 45m
 
-# Go benchmarks of the scheduler and the verbs, then whole processes against
+# Go benchmarks of the scheduler, the verbs and the serve daemon's cache and
+# scrape, then whole processes (with and without `storage serve`) against
 # an etcd the harness starts itself (etcdctl is built from the module proxy
 # once). See BENCHMARKS.md.
 BENCHRUNS ?= 15
-bench: front
-	$(GO) test -run '^$$' -bench . -benchmem ./storage/ ./overcommit/ ./cmd/... ./engine/
+bench: build
+	$(GO) test -run '^$$' -bench . -benchmem ./storage/ ./overcommit/ ./cmd/... ./engine/ ./serve/...
 	$(GO) run ./tools/bench -bin $(BIN) -runs $(BENCHRUNS)
 	$(GO) test -count=1 ./tests/serve -run TestAnElephantCannotStarveAMouse -isolation-full -v
 

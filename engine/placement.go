@@ -35,11 +35,11 @@ func (e *Engine[N, W]) DeployCapacity(ctx context.Context, req *types.Request) (
 	if len(names) == 0 {
 		return answer, nil
 	}
-	get, err := e.readNodes(ctx, names, false)
+	read, err := e.readMany(ctx, names, false)
 	if err != nil {
 		return nil, err
 	}
-	env, err := e.env(get)
+	env, err := e.env(read.get)
 	if err != nil {
 		return nil, err
 	}
@@ -54,7 +54,11 @@ func (e *Engine[N, W]) DeployCapacity(ctx context.Context, req *types.Request) (
 		}
 		draws = make([][]string, len(names))
 	}
-	err = e.each(names, get, func(i int, v *nodeView[N]) {
+	memo := ""
+	if read.snap != nil {
+		memo = capacityKey(req.WorkloadResource, env)
+	}
+	err = e.eachOf(names, read, func(i int, v *nodeView[N]) {
 		if why[i] = v.reg.Refusal(e.Policy); why[i] != "" || ctx.Err() != nil {
 			return
 		}
@@ -63,7 +67,7 @@ func (e *Engine[N, W]) DeployCapacity(ctx context.Context, req *types.Request) (
 		}
 		// A node the plugin never saw is Empty: it takes whatever asks for
 		// nothing of this resource.
-		if caps[i] = e.Res.DeployCapacity(v.rec, w, env); caps[i].Capacity > 0 {
+		if caps[i] = e.capacity(read, names[i], v, w, env, memo); caps[i].Capacity > 0 {
 			return
 		}
 		why[i] = "the node has no room for one workload of the request"
@@ -188,13 +192,13 @@ func (e *Engine[N, W]) MostIdle(ctx context.Context, req *types.Request) (any, e
 		return nil, types.Invalid("nodenames is empty")
 	}
 	names := dedupe(req.Nodenames)
-	get, err := e.readNodes(ctx, names, false)
+	read, err := e.readMany(ctx, names, false)
 	if err != nil {
 		return nil, err
 	}
 	why := make([]string, len(names))
 	recs := make([]*nodeView[N], len(names))
-	err = e.each(names, get, func(i int, v *nodeView[N]) {
+	err = e.eachOf(names, read, func(i int, v *nodeView[N]) {
 		if why[i] = v.reg.Refusal(e.Policy); why[i] == "" && v.known {
 			recs[i] = v
 		}
@@ -219,7 +223,7 @@ func (e *Engine[N, W]) MostIdle(ctx context.Context, req *types.Request) (any, e
 		return nil, types.Errorf(types.FailedPrecondition, "no node may take new work: %s", strings.Join(skipped, ", "))
 	}
 	return e.Res.MostIdle(placeable, func() (map[string]N, Env, error) {
-		env, err := e.env(get)
+		env, err := e.env(read.get)
 		return out, env, err
 	})
 }
@@ -237,22 +241,23 @@ func (e *Engine[N, W]) Metrics(ctx context.Context, req *types.Request) (any, er
 	for i, r := range refs {
 		names[i] = r.Nodename
 	}
-	get, err := e.readNodes(ctx, dedupe(names), true)
+	read, err := e.readMany(ctx, dedupe(names), true)
 	if err != nil {
 		return nil, err
 	}
-	env, err := e.env(get)
+	env, err := e.env(read.get)
 	if err != nil {
 		return nil, err
 	}
 	samples := make([][]types.Metric, len(refs))
 	var failed error
 	var mu sync.Mutex
-	err = e.each(names, get, func(i int, v *nodeView[N]) {
+	shared := sharedKey(env)
+	err = e.eachOf(names, read, func(i int, v *nodeView[N]) {
 		if !v.known {
 			return
 		}
-		m, err := e.sample(refs[i], v, env, get)
+		m, err := e.sampleOf(refs[i], v, env, read, shared)
 		if err != nil {
 			mu.Lock()
 			failed = cmp.Or(failed, err)
@@ -264,7 +269,11 @@ func (e *Engine[N, W]) Metrics(ctx context.Context, req *types.Request) (any, er
 	if err = cmp.Or(err, failed); err != nil {
 		return nil, err
 	}
-	out := []types.Metric{}
+	total := 0
+	for _, m := range samples {
+		total += len(m)
+	}
+	out := make([]types.Metric, 0, total)
 	for _, m := range samples {
 		out = append(out, m...)
 	}
@@ -274,7 +283,7 @@ func (e *Engine[N, W]) Metrics(ctx context.Context, req *types.Request) (any, er
 // sample is one node's metrics: the resource's, with the capacity
 // placement may still use at 0 when the node may take no new work, and
 // node_schedulable.
-func (e *Engine[N, W]) sample(ref types.NodeRef, v *nodeView[N], env Env, get func(string) ([]byte, bool)) ([]types.Metric, error) {
+func (e *Engine[N, W]) sample(ref types.NodeRef, v *nodeView[N], env Env, read *manyRead[N]) ([]types.Metric, error) {
 	out := e.Res.Metrics(ref.Podname, ref.Nodename, v.rec, env)
 	schedulable := v.reg.Refusal(e.Policy) == ""
 	if !schedulable {
@@ -284,7 +293,7 @@ func (e *Engine[N, W]) sample(ref types.NodeRef, v *nodeView[N], env Env, get fu
 			}
 		}
 	}
-	holds, err := nodes.Holds(ref.Nodename, e.Resources, get)
+	holds, err := e.holds(ref.Nodename, read)
 	if err != nil {
 		return nil, err
 	}

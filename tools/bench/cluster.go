@@ -87,6 +87,7 @@ type cluster struct {
 	// callTimeout is the etcd.call_timeout and etcd.dial_timeout the
 	// plugins are given, when not their defaults.
 	callTimeout string
+	serveHTTP   string // the HTTP address of the folder's serve daemon
 }
 
 // defaultBudgetNodes is the largest cluster run with the plugins' default
@@ -130,6 +131,11 @@ func load(ctx context.Context, b *bench, n int) (*cluster, error) {
 		c.callTimeout = "60s"
 		config += "  call_timeout: " + c.callTimeout + "\n  dial_timeout: " + c.callTimeout + "\n"
 	}
+	var err error
+	if c.serveHTTP, err = freeAddr(); err != nil {
+		return nil, err
+	}
+	config += serveSection(c.serveHTTP)
 	for _, name := range []string{"storage.yaml", "compute.yaml"} {
 		if err := os.WriteFile(filepath.Join(c.dir, name), []byte(config), 0o644); err != nil {
 			return nil, err

@@ -166,6 +166,7 @@ type command struct {
 	argv  []string
 	dir   string
 	stdin []byte
+	env   []string // added to the runner's environment
 }
 
 func (c command) String() string { return strings.Join(c.argv, " ") }
@@ -195,7 +196,7 @@ func (r *runner) run(c command) (sample, error) {
 	defer rd.Close()
 	cmd := exec.Command(r.path, c.argv...)
 	cmd.Dir = c.dir
-	cmd.Env = r.env
+	cmd.Env = append(append([]string(nil), r.env...), c.env...)
 	cmd.Stdin = bytes.NewReader(c.stdin)
 	var stdout, stderr bytes.Buffer
 	cmd.Stdout, cmd.Stderr = &stdout, &stderr
