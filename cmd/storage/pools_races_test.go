@@ -319,3 +319,158 @@ func TestPoolRaceHalfFailedDeploys(t *testing.T) {
 	t.Run("on etcd", func(t *testing.T) { run(t, testenv.NewEtcd(t)) })
 	t.Run("on the embedded store", func(t *testing.T) { run(t, testenv.NewEmbedded(t)) })
 }
+
+// TestPoolRaceApportioning is race 7: capacity queries run while
+// processes place workloads that draw on two pools at once. n1 and n2
+// reach both pools, n3 only ceph-a, n4 only nfs1. Every answer deals at
+// most the slots the pools had when it was asked (a pool's slots only
+// shrink while nobody frees), for each pool and for the request that
+// needs both; once the placements end, the answers are exactly the slots
+// left, dealt round-robin by name.
+func TestPoolRaceApportioning(t *testing.T) {
+	run := func(t *testing.T, env *testenv.Env) {
+		reach := map[string][]string{
+			"n1": {"ceph-a:/mnt/ceph-a", "nfs1:/mnt/nfs1"},
+			"n2": {"ceph-a:/mnt/ceph-a", "nfs1:/mnt/nfs1"},
+			"n3": {"ceph-a:/mnt/ceph-a"},
+			"n4": {"nfs1:/mnt/nfs1"},
+		}
+		names := []string{"n1", "n2", "n3", "n4"}
+		for _, n := range names {
+			addNode(t, env, n, obj{"storage": "1T", "pools": reach[n], "default-pool": strings.Split(reach[n][0], ":")[0]})
+		}
+		env.OpOK(t, "storage", nil, "pools", "set-capacity", "ceph-a", "100G", "--if-version", "0")
+		env.OpOK(t, "storage", nil, "pools", "set-capacity", "nfs1", "60G", "--if-version", "0")
+		both := obj{"volumes": []string{"POOL@ceph-a:/a:rw:10G", "POOL@nfs1:/b:rw:10G"}}
+		onlyA := obj{"volumes": []string{"POOL@ceph-a:/a:rw:10G"}}
+		slots := func(v poolView) int { return int((*v.Capacity - v.Reserved) / (10 * gib)) }
+
+		r := newRacer(t, env)
+		var placing atomic.Int64
+		for _, node := range []string{"n1", "n2"} {
+			placing.Add(1)
+			r.goes(func() {
+				defer placing.Add(-1)
+				for range 8 {
+					wl, ok := r.planDeploy(node, both, "resource_exhausted: pool nfs1")
+					if !ok {
+						return
+					}
+					r.write(node, true, []json.RawMessage{wl}, "resource_exhausted: pool nfs1")
+				}
+			})
+		}
+		var asked atomic.Int64
+		for range sizes(2, 1) {
+			r.goes(func() {
+				for placing.Load() > 0 {
+					var a, n poolView
+					if !r.ok("pools get", r.op("pools", "get", "ceph-a"), &a) || !r.ok("pools get", r.op("pools", "get", "nfs1"), &n) {
+						return
+					}
+					for _, q := range []struct {
+						request obj
+						most    int
+					}{{both, min(slots(a), slots(n))}, {onlyA, slots(a)}} {
+						var c capacityAnswer
+						if r.ok("get-nodes-deploy-capacity", r.verb("get-nodes-deploy-capacity", obj{"nodenames": names, "workload_resource": q.request}), &c) {
+							sum := 0
+							for _, node := range c.Nodes {
+								sum += node.Capacity
+							}
+							if sum > q.most || c.Total > q.most {
+								r.failf("capacity answer deals %d (total %d) for %v, the pools had %d slots before: %+v", sum, c.Total, q.request, q.most, c.Nodes)
+							}
+							asked.Add(1)
+						}
+					}
+				}
+			})
+		}
+		r.done(t)
+		require.Positive(t, asked.Load())
+
+		exactPool(t, env, "ceph-a")
+		living := exactPool(t, env, "nfs1")
+		require.Len(t, living, 6, "nfs1 (60G) filled by workloads of 10G in each pool")
+		c := capacity(t, env, names, both)
+		require.Zero(t, c.Total, "nfs1 is full: no node takes a workload that needs it")
+		c = capacity(t, env, names, onlyA)
+		require.Equal(t, 4, c.Total, "ceph-a has 40G left")
+		require.Equal(t, 2, c.Nodes["n1"].Capacity)
+		require.Equal(t, 1, c.Nodes["n2"].Capacity)
+		require.Equal(t, 1, c.Nodes["n3"].Capacity)
+		require.NotContains(t, c.Nodes, "n4")
+	}
+	t.Run("on etcd", func(t *testing.T) { run(t, testenv.NewEtcd(t)) })
+	t.Run("on the embedded store", func(t *testing.T) { run(t, testenv.NewEmbedded(t)) })
+}
+
+// TestPoolRaceRealloc is race 10: every workload grows by 10G at once in
+// a pool with room for four growths: exactly four grow. With the capacity
+// then lowered below the reservation, shrinks all pass while growths
+// racing them are all refused.
+func TestPoolRaceRealloc(t *testing.T) {
+	run := func(t *testing.T, env *testenv.Env) {
+		n := sizes(6, 5)
+		fourNodes(t, env, fmt.Sprintf("%dG", 10*n+40))
+		var current []json.RawMessage
+		var nodeOf []string
+		for i := range n {
+			node := []string{"n1", "n2", "n3", "n4"}[i%4]
+			current = append(current, placed(t, env, node, 1, "10G")...)
+			nodeOf = append(nodeOf, node)
+		}
+		realloc := func(r *racer, i int, change string, reasons ...string) bool {
+			var was json.RawMessage
+			r.locked(func() { was = current[i] })
+			res := r.verb("calculate-realloc", obj{"nodename": nodeOf[i], "workload_resource": was, "workload_resource_request": obj{"volumes": []string{"POOL@ceph-a:/data:rw:" + change}}})
+			var out reallocAnswer
+			if !r.ok("calculate-realloc", res, &out) {
+				r.refused("calculate-realloc "+change, res, reasons...)
+				return false
+			}
+			if _, ok := r.write(nodeOf[i], true, []json.RawMessage{out.DeltaResource}, reasons...); !ok {
+				return false
+			}
+			if len(planObjects(out.WorkloadResource)) != 1 || planObjects(out.WorkloadResource)[0] != planObjects(was)[0] {
+				r.failf("a resize changed the object id: %s", out.WorkloadResource)
+			}
+			r.locked(func() { current[i] = out.WorkloadResource })
+			return true
+		}
+
+		r := newRacer(t, env)
+		var grew atomic.Int64
+		for i := range n {
+			r.goes(func() {
+				if realloc(r, i, "10G", "resource_exhausted: pool ceph-a") {
+					grew.Add(1)
+				}
+			})
+		}
+		r.done(t)
+		require.Equal(t, int64(4), grew.Load(), "room for exactly four growths")
+		exactPool(t, env, "ceph-a")
+		v := poolGet(t, env, "ceph-a")
+		require.Equal(t, *v.Capacity, v.Reserved)
+
+		env.OpOK(t, "storage", nil, "pools", "set-capacity", "ceph-a", "10G", "--if-version", "1")
+		r = newRacer(t, env)
+		var shrank atomic.Int64
+		for i := range n {
+			r.goes(func() {
+				if realloc(r, i, "-5G") {
+					shrank.Add(1)
+				}
+			})
+			r.goes(func() { realloc(r, i, "1G", "resource_exhausted: pool ceph-a") })
+		}
+		r.done(t)
+		require.Equal(t, int64(n), shrank.Load(), "every shrink passes over capacity")
+		exactPool(t, env, "ceph-a")
+		require.Equal(t, v.Reserved-int64(n)*5*gib, poolGet(t, env, "ceph-a").Reserved, "no growth landed")
+	}
+	t.Run("on etcd", func(t *testing.T) { run(t, testenv.NewEtcd(t)) })
+	t.Run("on the embedded store", func(t *testing.T) { run(t, testenv.NewEmbedded(t)) })
+}
