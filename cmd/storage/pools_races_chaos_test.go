@@ -161,6 +161,5 @@ func TestPoolRaceKilledProcesses(t *testing.T) {
 		require.True(t, env.Record(t, "/pools/ceph-a", &rec))
 		require.Zero(t, rec.Cleanups)
 	}
-	t.Run("on etcd", func(t *testing.T) { run(t, testenv.NewEtcd(t)) })
-	t.Run("on the embedded store", func(t *testing.T) { run(t, testenv.NewEmbedded(t)) })
+	races(t, run)
 }

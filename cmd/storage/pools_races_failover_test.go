@@ -129,9 +129,9 @@ func TestPoolRaceDeclareLost(t *testing.T) {
 		exactPool(t, env, "ceph-a")
 	}
 	for i := range sizes(2, 1) {
-		t.Run(fmt.Sprintf("on etcd, round %d", i+1), func(t *testing.T) { run(t, testenv.NewEtcd(t)) })
+		t.Run(fmt.Sprintf("on etcd, round %d", i+1), func(t *testing.T) { run(t, testenv.NewEtcd(t, raceBudget)) })
 	}
-	t.Run("on the embedded store", func(t *testing.T) { run(t, testenv.NewEmbedded(t)) })
+	t.Run("on the embedded store", func(t *testing.T) { run(t, testenv.NewEmbedded(t, raceBudget)) })
 }
 
 // TestPoolRaceIsolation is race 8: n1 is isolated with four objects; for
@@ -197,8 +197,7 @@ func TestPoolRaceIsolation(t *testing.T) {
 		require.Equal(t, int64(len(attached))*10*gib, poolGet(t, env, "ceph-a").Reserved, "no release twice, none missed")
 		require.Empty(t, poolObjects(t, env, "n1"))
 	}
-	t.Run("on etcd", func(t *testing.T) { run(t, testenv.NewEtcd(t)) })
-	t.Run("on the embedded store", func(t *testing.T) { run(t, testenv.NewEmbedded(t)) })
+	races(t, run)
 }
 
 // TestPoolRaceRetireAndRemove is race 9: n1 is isolated with four
@@ -278,6 +277,5 @@ func TestPoolRaceRetireAndRemove(t *testing.T) {
 		require.Equal(t, 20*gib, v.Reserved)
 		require.True(t, strings.HasPrefix(nodeGet(t, env, "n1").Status, "RETIRED"))
 	}
-	t.Run("on etcd", func(t *testing.T) { run(t, testenv.NewEtcd(t)) })
-	t.Run("on the embedded store", func(t *testing.T) { run(t, testenv.NewEmbedded(t)) })
+	races(t, run)
 }

@@ -8,6 +8,7 @@ import (
 	"strings"
 	"sync"
 	"testing"
+	"time"
 
 	"github.com/stretchr/testify/require"
 
@@ -224,6 +225,17 @@ func exactPool(t *testing.T, env *testenv.Env, id string) map[string]storedObjec
 	}
 	noDrift(t, env)
 	return living
+}
+
+// raceBudget gives every call of a race more than the production budget:
+// the races check outcomes under contention on a machine that may be
+// loaded, not latency.
+var raceBudget = testenv.WithBudget(20 * time.Second)
+
+// races runs a race on a real etcd and on the embedded store.
+func races(t *testing.T, run func(t *testing.T, env *testenv.Env)) {
+	t.Run("on etcd", func(t *testing.T) { run(t, testenv.NewEtcd(t, raceBudget)) })
+	t.Run("on the embedded store", func(t *testing.T) { run(t, testenv.NewEmbedded(t, raceBudget)) })
 }
 
 // sizes returns n when the test runs in full, small under -short.

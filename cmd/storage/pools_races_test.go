@@ -103,8 +103,7 @@ func TestPoolRaceCapacityLowered(t *testing.T) {
 		exactPool(t, env, "ceph-a")
 		require.Equal(t, v.Reserved-want*5*gib, poolGet(t, env, "ceph-a").Reserved)
 	}
-	t.Run("on etcd", func(t *testing.T) { run(t, testenv.NewEtcd(t)) })
-	t.Run("on the embedded store", func(t *testing.T) { run(t, testenv.NewEmbedded(t)) })
+	races(t, run)
 }
 
 // TestPoolRaceCapacityVersions is race 3: operators race set-capacity.
@@ -189,8 +188,7 @@ func TestPoolRaceCapacityVersions(t *testing.T) {
 		require.Equal(t, before, env.Dump(t), "replays, reuses and a stale version write nothing")
 		exactPool(t, env, "ceph-a")
 	}
-	t.Run("on etcd", func(t *testing.T) { run(t, testenv.NewEtcd(t)) })
-	t.Run("on the embedded store", func(t *testing.T) { run(t, testenv.NewEmbedded(t)) })
+	races(t, run)
 }
 
 // TestPoolRaceRollbackBesideAPlacement is race 5: core rolls back usage
@@ -243,8 +241,7 @@ func TestPoolRaceRollbackBesideAPlacement(t *testing.T) {
 		}
 		require.Equal(t, int64(2*rounds)*10*gib, poolGet(t, env, "ceph-a").Reserved)
 	}
-	t.Run("on etcd", func(t *testing.T) { run(t, testenv.NewEtcd(t)) })
-	t.Run("on the embedded store", func(t *testing.T) { run(t, testenv.NewEmbedded(t)) })
+	races(t, run)
 }
 
 // TestPoolRaceHalfFailedDeploys is race 6: processes deploy pairs of
@@ -316,8 +313,7 @@ func TestPoolRaceHalfFailedDeploys(t *testing.T) {
 		require.Equal(t, int64(2*len(pairs))*10*gib, poolGet(t, env, "ceph-a").Reserved)
 		require.Empty(t, info(t, env, "n1", recorded[0]...).Diffs)
 	}
-	t.Run("on etcd", func(t *testing.T) { run(t, testenv.NewEtcd(t)) })
-	t.Run("on the embedded store", func(t *testing.T) { run(t, testenv.NewEmbedded(t)) })
+	races(t, run)
 }
 
 // TestPoolRaceApportioning is race 7: capacity queries run while
@@ -402,8 +398,7 @@ func TestPoolRaceApportioning(t *testing.T) {
 		require.Equal(t, 1, c.Nodes["n3"].Capacity)
 		require.NotContains(t, c.Nodes, "n4")
 	}
-	t.Run("on etcd", func(t *testing.T) { run(t, testenv.NewEtcd(t)) })
-	t.Run("on the embedded store", func(t *testing.T) { run(t, testenv.NewEmbedded(t)) })
+	races(t, run)
 }
 
 // TestPoolRaceRealloc is race 10: every workload grows by 10G at once in
@@ -471,6 +466,5 @@ func TestPoolRaceRealloc(t *testing.T) {
 		exactPool(t, env, "ceph-a")
 		require.Equal(t, v.Reserved-int64(n)*5*gib, poolGet(t, env, "ceph-a").Reserved, "no growth landed")
 	}
-	t.Run("on etcd", func(t *testing.T) { run(t, testenv.NewEtcd(t)) })
-	t.Run("on the embedded store", func(t *testing.T) { run(t, testenv.NewEmbedded(t)) })
+	races(t, run)
 }
