@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"math/rand/v2"
 	"os"
 	"os/exec"
@@ -43,6 +44,36 @@ func (r *racer) killedAfter(delay time.Duration, stdin []byte, args ...string) b
 	return false
 }
 
+// killedWhen runs an operator command and SIGKILLs it as soon as path
+// exists (or after limit); it reports whether the kill cut it short.
+func (r *racer) killedWhen(path string, limit time.Duration, args ...string) bool {
+	cmd := exec.Command(r.bin, args...)
+	cmd.Dir = r.env.Dir
+	cmd.Env = append(os.Environ(), "ERU_RESOURCE_CONFIG_PATH=")
+	if err := cmd.Start(); err != nil {
+		r.failf("%v: %v", args, err)
+		return false
+	}
+	exited := make(chan error, 1)
+	go func() { exited <- cmd.Wait() }()
+	deadline := time.After(limit)
+	for {
+		select {
+		case <-exited:
+			return false
+		case <-deadline:
+		case <-time.After(time.Millisecond):
+			if _, err := os.Lstat(path); err != nil {
+				continue
+			}
+		}
+		_ = cmd.Process.Signal(syscall.SIGKILL)
+		err := <-exited
+		var exit *exec.ExitError
+		return errors.As(err, &exit) && !exit.Exited()
+	}
+}
+
 // TestPoolRaceKilledProcesses is race 12: a short chaos run in which
 // usage writes (increases, decreases, core's rollbacks) and moves between
 // two pools are SIGKILLed at random points, several at a time. Every kill
@@ -61,13 +92,17 @@ func TestPoolRaceKilledProcesses(t *testing.T) {
 		env.OpOK(t, "storage", nil, "pools", "set-capacity", "nfs1", "1T", "--if-version", "0")
 		request := obj{"volumes": []string{"POOL@ceph-a:/data:rw:1G"}}
 
-		// Objects to move, each with data worth copying.
+		// Objects to move back and forth, each with data worth copying.
+		dirs := map[string]string{"ceph-a": dirA, "nfs1": dirB}
+		other := map[string]string{"ceph-a": "nfs1", "nfs1": "ceph-a"}
+		const dataSize = 16 << 20
 		var moving []string
+		command := map[string]string{}
 		for range sizes(3, 2) {
 			wl := placed(t, env, "n1", 1, "2G")[0]
 			id := planObjects(wl)[0]
 			require.NoError(t, os.MkdirAll(filepath.Join(dirA, id, "d"), 0o755))
-			require.NoError(t, os.WriteFile(filepath.Join(dirA, id, "d", "f"), bytes.Repeat([]byte{'x'}, 8<<20), 0o644))
+			require.NoError(t, os.WriteFile(filepath.Join(dirA, id, "d", "f"), bytes.Repeat([]byte{'x'}, dataSize), 0o644))
 			moving = append(moving, id)
 		}
 
@@ -87,6 +122,7 @@ func TestPoolRaceKilledProcesses(t *testing.T) {
 			}
 		}
 		var planned []json.RawMessage
+		interrupted := 0
 		for round := range sizes(6, 3) {
 			for _, node := range []string{"n1", "n2"} {
 				wl, ok := r.planDeploy(node, request)
@@ -117,49 +153,66 @@ func TestPoolRaceKilledProcesses(t *testing.T) {
 					kill(150*time.Millisecond, obj{"nodename": "n2", "resource": before, "resource_request": nil, "workloads_resource": nil, "delta": false, "incr": false}, "set-node-resource-usage")
 				}
 			})
+			// A move cut short once its copy has begun: the object is left
+			// moving, reserved in both pools; the next round resumes it.
 			id := moving[round%len(moving)]
+			o := allObjects(t, env)[id]
+			to := o.MovingTo
+			if to == "" {
+				to = other[o.Pool]
+				command[id] = fmt.Sprintf("m%d-%s", round, id)
+			}
+			cmdID := command[id]
 			r.goes(func() {
-				kill(400*time.Millisecond, nil, "pools", "move", id, "--to", "nfs1", "--node", "n1", "--command-id", "m-"+id)
+				if r.killedWhen(filepath.Join(dirs[to], "."+id+".partial"), 5*time.Second, "pools", "move", id, "--to", to, "--node", "n1", "--command-id", cmdID) {
+					kills.Add(1)
+					r.locked(func() { interrupted++ })
+				}
 			})
 			r.wg.Wait()
 		}
 		r.done(t)
 		require.Positive(t, kills.Load(), "no process was cut short")
-		t.Logf("%d processes killed", kills.Load())
 
 		exactPool(t, env, "ceph-a")
 		exactPool(t, env, "nfs1")
+		t.Logf("%d processes killed, %d moves cut short while copying", kills.Load(), interrupted)
+		require.Positive(t, interrupted, "no move was cut short while copying")
 
 		for _, id := range moving {
-			var o struct {
-				Pool  string `json:"pool"`
-				State string `json:"state"`
+			if o := allObjects(t, env)[id]; o.MovingTo != "" {
+				env.OpOK(t, "storage", nil, "pools", "move", id, "--to", o.MovingTo, "--node", "n1", "--command-id", command[id])
 			}
-			env.OpOK(t, "storage", &o, "pools", "move", id, "--to", "nfs1", "--node", "n1", "--command-id", "m-"+id)
-			require.Equal(t, "nfs1", o.Pool, "object %s", id)
-			require.Equal(t, "AVAILABLE", o.State)
-			got, err := os.ReadFile(filepath.Join(dirB, id, "d", "f"))
-			require.NoError(t, err)
-			require.Len(t, got, 8<<20)
 		}
-		env.OpOK(t, "storage", nil, "pools", "cleanup", "ceph-a", "--node", "n1")
+		for _, p := range []string{"ceph-a", "nfs1"} {
+			env.OpOK(t, "storage", nil, "pools", "cleanup", p, "--node", "n1")
+		}
+		objs := allObjects(t, env)
 		for _, id := range moving {
-			_, err := os.Lstat(filepath.Join(dirA, id))
-			require.True(t, os.IsNotExist(err), "the source of %s is removed", id)
+			o := objs[id]
+			require.Empty(t, o.MovingTo, "object %s settled", id)
+			got, err := os.ReadFile(filepath.Join(dirs[o.Pool], id, "d", "f"))
+			require.NoError(t, err, "object %s has its data in %s", id, o.Pool)
+			require.Len(t, got, dataSize)
+			_, err = os.Lstat(filepath.Join(dirs[other[o.Pool]], id))
+			require.True(t, os.IsNotExist(err), "no copy of %s is left in %s", id, other[o.Pool])
 		}
-		left, err := os.ReadDir(dirB)
-		require.NoError(t, err)
-		for _, e := range left {
-			require.NotContains(t, e.Name(), ".partial", "no partial copy is left")
+		for _, dir := range dirs {
+			left, err := os.ReadDir(dir)
+			require.NoError(t, err)
+			for _, e := range left {
+				require.NotRegexp(t, `\.(partial|scratch)$`, e.Name(), "no partial copy is left")
+			}
 		}
-		living := exactPool(t, env, "nfs1")
-		require.Len(t, living, len(moving))
 		exactPool(t, env, "ceph-a")
-		var rec struct {
-			Cleanups int `json:"cleanup_count"`
+		exactPool(t, env, "nfs1")
+		for _, p := range []string{"ceph-a", "nfs1"} {
+			var rec struct {
+				Cleanups int `json:"cleanup_count"`
+			}
+			require.True(t, env.Record(t, "/pools/"+p, &rec))
+			require.Zero(t, rec.Cleanups, "pool %s keeps no cleanup", p)
 		}
-		require.True(t, env.Record(t, "/pools/ceph-a", &rec))
-		require.Zero(t, rec.Cleanups)
 	}
 	races(t, run)
 }
