@@ -13,11 +13,13 @@ import (
 	"github.com/eru-extend/resources/tests/testenv"
 )
 
-// The races of docs/pools.md ("Races proven"), 2 to 7: each runs plugin
-// processes concurrently, as core and operators would, on a real etcd and
-// on the embedded store, and ends with exact counters (pool records
-// against every node record) and `pools check` finding no drift. Race 1
-// is TestPoolRaceManyDeploys.
+// The races of docs/pools.md ("Races proven") about capacity and
+// accounting, 2, 3, 5, 6, 7 and 10: each runs plugin processes
+// concurrently, as core and operators would, on a real etcd and on the
+// embedded store, and ends with exact counters (pool records against every
+// node record) and `pools check` finding no drift. Race 1 is
+// TestPoolRaceManyDeploys; 4, 8 and 9 are in pools_races_failover_test.go,
+// 11 in pools_races_limits_test.go, 12 in pools_races_chaos_test.go.
 
 // fourNodes declares ceph-a on n1…n4 and sets its capacity.
 func fourNodes(t *testing.T, env *testenv.Env, capacity string) []string {
