@@ -63,7 +63,7 @@ func (e *Engine[N, W]) DeployCapacity(ctx context.Context, req *types.Request) (
 			return
 		}
 		if apportions {
-			draws[i] = ap.Draws(v.rec, w)
+			draws[i] = ap.Draws(v.rec, w, v.reg)
 		}
 		// A node the plugin never saw is Empty: it takes whatever asks for
 		// nothing of this resource.
@@ -370,8 +370,10 @@ func (e *Engine[N, W]) readWith(ctx context.Context, node string, keys, prefixes
 // node's own limit is known.
 type Apportioner[N any, W any] interface {
 	PlacementReader[W]
-	// Draws names what a workload of w on this node draws on.
-	Draws(n N, w W) []string
+	// Draws names what a workload of w on this node draws on; reg is the
+	// node's registration (its last heartbeat's observation says which
+	// shared things the node reaches now).
+	Draws(n N, w W, reg *nodes.Entry) []string
 	// Apportion answers each node's capacity given its own limit (0 for a
 	// node left out) and what it draws on; env.Shared holds what
 	// PlacementReads named.

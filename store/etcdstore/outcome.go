@@ -215,6 +215,9 @@ func (sc *scope) Commit(ctx context.Context, conds []store.Cond, ops []store.Op,
 	case is(err, rpctypes.ErrLeaseNotFound, rpctypes.ErrGRPCLeaseNotFound):
 		return nil, types.Wrap(types.Unavailable, errors.New("the write reached etcd after its guard lease had expired and was not applied"), "etcd "+s.endpoint)
 	case refused(err):
+		if big := refusedSize(s.endpoint, err, shapeOf(s.prefix, conds, ops)); big != nil {
+			return nil, big
+		}
 		return nil, s.fail(err)
 	}
 	return nil, sc.resolve(marker, err, nil)
