@@ -116,9 +116,13 @@ type bench struct {
 	trueBin   string
 	hello     string
 	etcdctl   string
-	goVersion string    // of the toolchain that built the plugins
-	maxLoad   float64   // the highest 1-minute load average seen
-	progress  io.Writer // where to say what is being measured, or nil
+	goVersion string // of the toolchain that built the plugins
+	// pluginBuild is how the plugins were built (cgo, build tags), as
+	// their build information records it: a dynamically linked plugin
+	// starts slower than the same code linked statically.
+	pluginBuild []string
+	maxLoad     float64   // the highest 1-minute load average seen
+	progress    io.Writer // where to say what is being measured, or nil
 }
 
 func run(ctx context.Context, o options, w, progress io.Writer) error {
@@ -208,6 +212,11 @@ func (b *bench) sameToolchain() error {
 		return fmt.Errorf("%s was built by %s, the hello-world floor would be built by %s (-go): rebuild with the same toolchain", b.storage, info.GoVersion, goVersion)
 	}
 	b.goVersion = goVersion
+	for _, st := range info.Settings {
+		if st.Key == "CGO_ENABLED" || st.Key == "-tags" {
+			b.pluginBuild = append(b.pluginBuild, st.Key+"="+st.Value)
+		}
+	}
 	return nil
 }
 
@@ -263,7 +272,7 @@ func (b *bench) machine() []string {
 	kernel, _ := os.ReadFile("/proc/sys/kernel/osrelease")
 	return []string{
 		fmt.Sprintf("machine: %s, %d CPUs, %s RAM, Linux %s", model, runtime.NumCPU(), mem, strings.TrimSpace(string(kernel))),
-		fmt.Sprintf("toolchain: %s built the plugins and builds the hello-world, with `go build %s`", b.goVersion, strings.Join(quoteAll(buildFlags), " ")),
+		fmt.Sprintf("toolchain: %s built the plugins and builds the hello-world, with `go build %s`; the plugins' build settings: %s", b.goVersion, strings.Join(quoteAll(buildFlags), " "), strings.Join(b.pluginBuild, ", ")),
 		fmt.Sprintf("etcd %s in the bench's process (embed), on loopback, data on %s; etcdctl %s built from go.etcd.io/etcd/etcdctl/v3", version.Version, os.TempDir(), version.Version),
 	}
 }
