@@ -20,6 +20,7 @@ import (
 	"go.etcd.io/etcd/client/pkg/v3/transport"
 	clientv3 "go.etcd.io/etcd/client/v3"
 	"go.uber.org/zap"
+	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/connectivity"
 	"google.golang.org/grpc/grpclog"
@@ -85,6 +86,9 @@ func Open(ctx context.Context, cfg Config) (*Store, error) {
 		Password:    cfg.Password,
 		Logger:      zap.NewNop(),
 		Context:     ctx,
+		// A call's transaction and lease grant skip the protobuf
+		// runtime's first-use setup (see wireCodec).
+		DialOptions: []grpc.DialOption{grpc.WithDefaultCallOptions(grpc.ForceCodecV2(newWireCodec()))},
 	}
 	if cfg.CA != "" || cfg.Cert != "" || cfg.Key != "" {
 		info := transport.TLSInfo{CertFile: cfg.Cert, KeyFile: cfg.Key, TrustedCAFile: cfg.CA}
