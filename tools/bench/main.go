@@ -107,16 +107,19 @@ func (o *options) settle(nodes string) error {
 
 // bench is one run's fixtures: the tools built for it, etcd, the clusters.
 type bench struct {
-	goBin     string
-	storage   string // the storage plugin binary
-	tmp       string
-	endpoint  string
-	client    *clientv3.Client
-	runner    *runner
-	trueBin   string
-	hello     string
-	etcdctl   string
-	goVersion string // of the toolchain that built the plugins
+	goBin    string
+	storage  string // the storage plugin binary
+	tmp      string
+	endpoint string
+	client   *clientv3.Client
+	runner   *runner
+	trueBin  string
+	hello    string
+	// gatewayGet reads a key over etcd's JSON gateway with the standard
+	// library only (gatewaySource).
+	gatewayGet string
+	etcdctl    string
+	goVersion  string // of the toolchain that built the plugins
 	// pluginBuild is how the plugins were built (cgo, build tags), as
 	// their build information records it: a dynamically linked plugin
 	// starts slower than the same code linked statically.
@@ -231,6 +234,10 @@ func (b *bench) buildTools() error {
 	if err := goBuild(b.goBin, helloSource, b.hello); err != nil {
 		return fmt.Errorf("building the hello-world: %w", err)
 	}
+	b.gatewayGet = filepath.Join(b.tmp, "gateway-get")
+	if err := goBuild(b.goBin, gatewaySource, b.gatewayGet); err != nil {
+		return fmt.Errorf("building the gateway reader: %w", err)
+	}
 	var err error
 	b.etcdctl, err = buildEtcdctl(b.goBin, "v"+version.Version)
 	return err
@@ -332,9 +339,13 @@ func (b *bench) measures(ctx context.Context, clusters []*cluster) ([]measure, e
 	putValue := string(record.Kvs[0].Value)
 	etcdPut := step{label: "`etcdctl put` of a record as large", cmd: fixed(b.etcdctlCmd(nil, "put", small.prefix+"/bench-scratch/"+write, putValue)), check: exactly("OK\n")}
 
+	gatewayGet := step{label: "JSON gateway read of its record", cmd: fixed(command{argv: []string{b.gatewayGet, b.endpoint, small.storageKey(info)}, dir: b.tmp}),
+		check: etcdctlRecord(small.storageKey(info), nodeIndex(info))}
+
 	ms := []measure{
 		{name: "Go hello-world (floor)", subject: hello, floor: trueStep},
 		{name: "`etcdctl get` of one key (floor)", subject: etcdGet, floor: trueStep},
+		{name: "read of one key over etcd's JSON gateway, standard library only", subject: gatewayGet, floor: etcdGet},
 		{name: "`storage name` (no store)", subject: b.verb(small, "name", nil, exactly("\"storage\"\n")), floor: hello, target: 1.5},
 		{name: "`get-node-resource-info`, one node", floor: etcdGet, target: 0.7,
 			subject: b.verb(small, "get-node-resource-info", map[string]any{"nodename": info, "workloads_resource": []any{}}, nodeInfoOf(nodeIndex(info)))},
