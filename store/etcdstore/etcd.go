@@ -10,7 +10,6 @@ import (
 	"crypto/tls"
 	"errors"
 	"fmt"
-	"io"
 	"math/rand/v2"
 	"strings"
 	"sync"
@@ -64,7 +63,7 @@ var quietGRPC sync.Once
 // only be set while no grpc code runs.
 func QuietGRPC() {
 	quietGRPC.Do(func() {
-		grpclog.SetLoggerV2(grpclog.NewLoggerV2(io.Discard, io.Discard, io.Discard))
+		grpclog.SetLoggerV2(silentLogger{})
 	})
 }
 
