@@ -2,11 +2,14 @@ package etcdstore
 
 import (
 	"bytes"
+	"context"
 	"testing"
 
 	"github.com/stretchr/testify/require"
 	pb "go.etcd.io/etcd/api/v3/etcdserverpb"
 	"go.etcd.io/etcd/api/v3/mvccpb"
+	clientv3 "go.etcd.io/etcd/client/v3"
+	"google.golang.org/grpc"
 	"google.golang.org/grpc/mem"
 	"google.golang.org/protobuf/encoding/protowire"
 	"google.golang.org/protobuf/proto"
@@ -16,7 +19,7 @@ func rangeReq(r *pb.RangeRequest) *pb.RequestOp {
 	return &pb.RequestOp{Request: &pb.RequestOp_RequestRange{RequestRange: r}}
 }
 
-func putOp(r *pb.PutRequest) *pb.RequestOp {
+func putReq(r *pb.PutRequest) *pb.RequestOp {
 	return &pb.RequestOp{Request: &pb.RequestOp_RequestPut{RequestPut: r}}
 }
 
@@ -50,8 +53,8 @@ var requests = []struct {
 			{Key: []byte("/p/h")},
 		},
 		Success: []*pb.RequestOp{
-			putOp(&pb.PutRequest{Key: []byte("/p/a"), Value: []byte(`{"x":1}`)}),
-			putOp(&pb.PutRequest{Key: []byte("/p/guards/7.1"), Value: []byte("w"), Lease: 7, PrevKv: true, IgnoreValue: true, IgnoreLease: true}),
+			putReq(&pb.PutRequest{Key: []byte("/p/a"), Value: []byte(`{"x":1}`)}),
+			putReq(&pb.PutRequest{Key: []byte("/p/guards/7.1"), Value: []byte("w"), Lease: 7, PrevKv: true, IgnoreValue: true, IgnoreLease: true}),
 			{Request: &pb.RequestOp_RequestDeleteRange{RequestDeleteRange: &pb.DeleteRangeRequest{Key: []byte("/p/b"), RangeEnd: []byte("/p/c"), PrevKv: true}}},
 			{},
 		},
@@ -184,4 +187,65 @@ func FuzzWireCodec(f *testing.F) {
 			}
 		}
 	})
+}
+
+// capturingKV takes the transaction clientv3 would send.
+type capturingKV struct {
+	pb.KVClient
+	got *pb.TxnRequest
+}
+
+func (c *capturingKV) Txn(_ context.Context, in *pb.TxnRequest, _ ...grpc.CallOption) (*pb.TxnResponse, error) {
+	c.got = in
+	return &pb.TxnResponse{}, nil
+}
+
+// TestRequestsAreBuiltAsClientv3BuildsThem: the transactions the store
+// builds itself for commitTxn are the requests clientv3's builders make of
+// the same compares and operations.
+func TestRequestsAreBuiltAsClientv3BuildsThem(t *testing.T) {
+	clientv3Txn := func(cmps []clientv3.Cmp, then, els []clientv3.Op) *pb.TxnRequest {
+		kv := &capturingKV{}
+		_, err := clientv3.NewKVFromKVClient(kv, nil).Txn(context.Background()).If(cmps...).Then(then...).Else(els...).Commit()
+		require.NoError(t, err)
+		return kv.got
+	}
+	cases := []struct {
+		name string
+		ours *pb.TxnRequest
+		want *pb.TxnRequest
+	}{
+		{"an attempt: records absent or unchanged, puts, a delete, a leased marker, else-branch reads",
+			&pb.TxnRequest{
+				Compare: []*pb.Compare{absent("/p/a"), modRevisionIs("/p/b", 42), absent("/p/guards/7.1")},
+				Success: []*pb.RequestOp{putOp("/p/a", []byte("v"), clientv3.NoLease), putOp("/p/s", []byte("x"), 9), deleteOp("/p/c"), putOp("/p/guards/7.1", []byte(landed), 7)},
+				Failure: []*pb.RequestOp{getOp("/p/a"), getOp("/p/b")},
+			},
+			clientv3Txn(
+				[]clientv3.Cmp{
+					clientv3.Compare(clientv3.CreateRevision("/p/a"), "=", 0),
+					clientv3.Compare(clientv3.ModRevision("/p/b"), "=", 42),
+					clientv3.Compare(clientv3.CreateRevision("/p/guards/7.1"), "=", 0),
+				},
+				[]clientv3.Op{clientv3.OpPut("/p/a", "v"), clientv3.OpPut("/p/s", "x", clientv3.WithLease(9)), clientv3.OpDelete("/p/c"),
+					clientv3.OpPut("/p/guards/7.1", landed, clientv3.WithLease(7))},
+				[]clientv3.Op{clientv3.OpGet("/p/a"), clientv3.OpGet("/p/b")},
+			)},
+		{"a fence: the marker put if still absent, else read",
+			&pb.TxnRequest{
+				Compare: []*pb.Compare{absent("/p/guards/7.1")},
+				Success: []*pb.RequestOp{putOp("/p/guards/7.1", []byte(fenced), 7)},
+				Failure: []*pb.RequestOp{getOp("/p/guards/7.1")},
+			},
+			clientv3Txn(
+				[]clientv3.Cmp{clientv3.Compare(clientv3.CreateRevision("/p/guards/7.1"), "=", 0)},
+				[]clientv3.Op{clientv3.OpPut("/p/guards/7.1", fenced, clientv3.WithLease(7))},
+				[]clientv3.Op{clientv3.OpGet("/p/guards/7.1")},
+			)},
+	}
+	for _, c := range cases {
+		t.Run(c.name+" is the request clientv3 builds", func(t *testing.T) {
+			require.True(t, proto.Equal(c.want, c.ours), "ours %v\nclientv3's %v", c.ours, c.want)
+		})
+	}
 }
