@@ -6,8 +6,13 @@ FUZZTIME ?= 5s
 
 .PHONY: build front demo test lint unit serve-suites conformance-serve conformance e2e chaos fuzz-short fuzz bench clean
 
+# The plugins run once per call, so they are built for a short start:
+# CGO_ENABLED=0 links them statically (with cgo, net makes them dynamic and
+# every call first runs the dynamic loader: ~10% of a one-node call's CPU,
+# BENCHMARKS.md), and urfave_cli_no_docs leaves out urfave/cli's markdown
+# and man-page generator, which no command uses.
 build:
-	$(GO) build -trimpath -tags urfave_cli_no_docs -ldflags '-s -w' -o $(BIN)/ ./cmd/storage ./cmd/compute
+	CGO_ENABLED=0 $(GO) build -trimpath -tags urfave_cli_no_docs -ldflags '-s -w' -o $(BIN)/ ./cmd/storage ./cmd/compute
 
 # The small front binaries of docs/serve.md: $(BIN)/front/storage and
 # compute forward each call to `storage serve` and exec the full binaries in

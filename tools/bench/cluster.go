@@ -5,6 +5,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"net"
 	"net/url"
 	"os"
 	"path/filepath"
@@ -26,9 +27,16 @@ func startEtcd(dir string) (endpoint string, client *clientv3.Client, stop func(
 	cfg.LogOutputs = []string{filepath.Join(dir, "etcd.log")}
 	// Room for a 100,000-node cluster's records and their revisions.
 	cfg.QuotaBackendBytes = 8 << 30
+	// The client port is chosen here, not by the listener: etcd's JSON
+	// gateway calls the server at the address it listens on, which must
+	// not be port 0.
+	clientURL, err := freeLoopbackURL()
+	if err != nil {
+		return "", nil, nil, err
+	}
 	local, _ := url.Parse("http://127.0.0.1:0")
-	cfg.ListenClientUrls = []url.URL{*local}
-	cfg.AdvertiseClientUrls = []url.URL{*local}
+	cfg.ListenClientUrls = []url.URL{*clientURL}
+	cfg.AdvertiseClientUrls = []url.URL{*clientURL}
 	cfg.ListenPeerUrls = []url.URL{*local}
 	cfg.AdvertisePeerUrls = []url.URL{*local}
 	cfg.InitialCluster = cfg.Name + "=" + local.String()
@@ -49,6 +57,19 @@ func startEtcd(dir string) (endpoint string, client *clientv3.Client, stop func(
 		return "", nil, nil, err
 	}
 	return endpoint, client, func() { _ = client.Close(); server.Close() }, nil
+}
+
+// freeLoopbackURL is an http URL on a loopback port free a moment ago.
+func freeLoopbackURL() (*url.URL, error) {
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		return nil, err
+	}
+	addr := l.Addr().String()
+	if err := l.Close(); err != nil {
+		return nil, err
+	}
+	return url.Parse("http://" + addr)
 }
 
 // Sizes of the loaded nodes.

@@ -118,10 +118,17 @@ type bench struct {
 	sweep      string // runs a plugin call per line of its stdin, as core's metrics sweep
 	front      string // the front binary (cmd/forwarder) as storage, the full one as its libexec/storage
 	sweepNodes int    // nodes of the get-metrics sweep
+	// gatewayGet reads a key over etcd's JSON gateway with the standard
+	// library only (gatewaySource).
+	gatewayGet string
 	etcdctl    string
-	goVersion  string    // of the toolchain that built the plugins
-	maxLoad    float64   // the highest 1-minute load average seen
-	progress   io.Writer // where to say what is being measured, or nil
+	goVersion  string // of the toolchain that built the plugins
+	// pluginBuild is how the plugins were built (cgo, build tags), as
+	// their build information records it: a dynamically linked plugin
+	// starts slower than the same code linked statically.
+	pluginBuild []string
+	maxLoad     float64   // the highest 1-minute load average seen
+	progress    io.Writer // where to say what is being measured, or nil
 }
 
 func run(ctx context.Context, o options, w, progress io.Writer) error {
@@ -226,6 +233,11 @@ func (b *bench) sameToolchain() error {
 		return fmt.Errorf("%s was built by %s, the hello-world floor would be built by %s (-go): rebuild with the same toolchain", b.storage, info.GoVersion, goVersion)
 	}
 	b.goVersion = goVersion
+	for _, st := range info.Settings {
+		if st.Key == "CGO_ENABLED" || st.Key == "-tags" {
+			b.pluginBuild = append(b.pluginBuild, st.Key+"="+st.Value)
+		}
+	}
 	return nil
 }
 
@@ -248,6 +260,10 @@ func (b *bench) buildTools() error {
 	}
 	if err := b.buildFront(); err != nil {
 		return err
+	}
+	b.gatewayGet = filepath.Join(b.tmp, "gateway-get")
+	if err := goBuild(b.goBin, gatewaySource, b.gatewayGet); err != nil {
+		return fmt.Errorf("building the gateway reader: %w", err)
 	}
 	var err error
 	b.etcdctl, err = buildEtcdctl(b.goBin, "v"+version.Version)
@@ -290,7 +306,7 @@ func (b *bench) machine() []string {
 	kernel, _ := os.ReadFile("/proc/sys/kernel/osrelease")
 	return []string{
 		fmt.Sprintf("machine: %s, %d CPUs, %s RAM, Linux %s", model, runtime.NumCPU(), mem, strings.TrimSpace(string(kernel))),
-		fmt.Sprintf("toolchain: %s built the plugins and builds the hello-world, with `go build %s`", b.goVersion, strings.Join(quoteAll(buildFlags), " ")),
+		fmt.Sprintf("toolchain: %s built the plugins and builds the hello-world, with `go build %s`; the plugins' build settings: %s", b.goVersion, strings.Join(quoteAll(buildFlags), " "), strings.Join(b.pluginBuild, ", ")),
 		fmt.Sprintf("etcd %s in the bench's process (embed), on loopback, data on %s; etcdctl %s built from go.etcd.io/etcd/etcdctl/v3", version.Version, os.TempDir(), version.Version),
 	}
 }
@@ -349,9 +365,13 @@ func (b *bench) measures(ctx context.Context, clusters []*cluster) ([]measure, e
 	putValue := string(record.Kvs[0].Value)
 	etcdPut := step{label: "`etcdctl put` of a record as large", cmd: fixed(b.etcdctlCmd(nil, "put", small.prefix+"/bench-scratch/"+write, putValue)), check: exactly("OK\n")}
 
+	gatewayGet := step{label: "JSON gateway read of its record", cmd: fixed(command{argv: []string{b.gatewayGet, b.endpoint, small.storageKey(info)}, dir: b.tmp}),
+		check: etcdctlRecord(small.storageKey(info), nodeIndex(info))}
+
 	ms := []measure{
 		{name: "Go hello-world (floor)", subject: hello, floor: trueStep},
 		{name: "`etcdctl get` of one key (floor)", subject: etcdGet, floor: trueStep},
+		{name: "read of one key over etcd's JSON gateway, standard library only", subject: gatewayGet, floor: etcdGet},
 		{name: "`storage name` (no store)", subject: b.verb(small, "name", nil, exactly("\"storage\"\n")), floor: hello, target: 1.5},
 		{name: "`get-node-resource-info`, one node", floor: etcdGet, target: 0.7,
 			subject: b.verb(small, "get-node-resource-info", map[string]any{"nodename": info, "workloads_resource": []any{}}, nodeInfoOf(nodeIndex(info)))},
