@@ -64,20 +64,30 @@ type Records[N any] interface {
 // Writes are the decisions of the verbs that write one node.
 type Writes[N any] interface {
 	AddNode(request json.RawMessage, info *types.EngineInfo) (N, error)
-	// SetCapacity applies a capacity change the engine picked by the
+	// CapacityChange decodes a capacity change the engine picked by the
 	// protocol's precedence rule (types.ChangeOf).
-	SetCapacity(n N, change types.Change, delta, incr bool) (N, error)
+	CapacityChange(change types.Change, delta, incr bool) (Edit[N], error)
 	// Restore builds a record from set-node-resource-info: what
 	// get-node-resource-info answered, replayed to undo a remove-node.
 	Restore(capacity, usage json.RawMessage) (N, error)
-	// NextUsage computes a usage write without validating it: the registry
-	// may still absorb decreases into its ledger, then Settle validates.
-	NextUsage(n N, change types.Change, delta, incr bool) (N, error)
+	// UsageChange decodes a usage change; its edit computes the usage write
+	// without validating it: the registry may still absorb decreases into
+	// its ledger, then Settle validates.
+	UsageChange(change types.Change, delta, incr bool) (Edit[N], error)
 	// Recompute sums the workloads' usage, less what the isolation ledger
 	// released: the record with that usage (not validated: reporting diffs
 	// must work whatever the workloads hold) and the disagreements with what
 	// is stored.
 	Recompute(n N, workloads json.RawMessage, released types.Amounts) (N, []string, error)
+}
+
+// Edit is a change to one node's record, decoded from the request once,
+// before anything is read: a bad request fails with nothing read, and a
+// write retried after a conflict applies the same decoded change to the
+// record it reads again.
+type Edit[N any] interface {
+	// Apply answers the record after the change; n is left as it was.
+	Apply(n N) (N, error)
 }
 
 // Placement is the decisions of the verbs that plan workloads. W is a parsed

@@ -60,31 +60,9 @@ func (Rules) AddNode(request json.RawMessage, info *types.EngineInfo) (*Node, er
 	return AddNode(request, info)
 }
 
-// SetCapacity changes a node's host figures: resource_request in request
-// form (or a rollback snapshot), resource in stored form only, as the
-// protocol names them.
-func (Rules) SetCapacity(n *Node, c types.Change, delta, incr bool) (*Node, error) {
-	if c.Form != types.StoredForm {
-		return n.SetCapacity(nil, c.Raw, delta, incr)
-	}
-	change, err := decodeAmount(c.Raw, "resource")
-	if err != nil {
-		return nil, err
-	}
-	out := *n
-	out.Capacity = apply(out.Capacity, change, true, true, delta, incr)
-	return &out, out.Validate()
-}
-
 // Restore builds a record from set-node-resource-info.
 func (Rules) Restore(capacity, usage json.RawMessage) (*Node, error) {
 	return Restore(capacity, usage)
-}
-
-// NextUsage computes a usage write from the one change the engine picked.
-func (Rules) NextUsage(n *Node, c types.Change, delta, incr bool) (*Node, error) {
-	resource, request, workloads := c.Keys()
-	return n.NextUsage(resource, request, workloads, delta, incr)
 }
 
 // Recompute sums the workloads and lists the disagreements.

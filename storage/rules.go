@@ -68,22 +68,9 @@ func (Rules) AddNode(request json.RawMessage, info *types.EngineInfo) (*Node, er
 	return AddNode(request, info)
 }
 
-// SetCapacity changes a node's capacity: resource_request in request form
-// (or a rollback snapshot), resource in stored form.
-func (Rules) SetCapacity(n *Node, c types.Change, delta, incr bool) (*Node, error) {
-	resource, request, _ := c.Keys()
-	return n.SetCapacity(resource, request, delta, incr)
-}
-
 // Restore builds a record verbatim.
 func (Rules) Restore(capacity, usage json.RawMessage) (*Node, error) {
 	return Restore(capacity, usage)
-}
-
-// NextUsage computes a usage write from the one change the engine picked.
-func (Rules) NextUsage(n *Node, c types.Change, delta, incr bool) (*Node, error) {
-	resource, request, workloads := c.Keys()
-	return n.NextUsage(resource, request, workloads, delta, incr)
 }
 
 // Recompute sums the workloads' usage and lists the disagreements; the
