@@ -351,7 +351,7 @@ func (n *Node) Recompute(workloads []*Workload, released types.Amounts) (Resourc
 	for d := range computed.Volumes {
 		devs[d] = true
 	}
-	for _, d := range sortedKeys(devs) {
+	for _, d := range types.SortedKeys(devs) {
 		if s, c := n.Usage.Volumes[d], computed.Volumes[d]; s != c {
 			diffs = append(diffs, fmt.Sprintf("volume %s: stored usage %d, workloads hold %d", d, s, c))
 		}
@@ -363,7 +363,7 @@ func (n *Node) Recompute(workloads []*Workload, released types.Amounts) (Resourc
 	for d := range computed.ZeroByte {
 		zero[d] = true
 	}
-	for _, d := range sortedKeys(zero) {
+	for _, d := range types.SortedKeys(zero) {
 		if s, c := n.Usage.ZeroByte[d], computed.ZeroByte[d]; s != c {
 			diffs = append(diffs, fmt.Sprintf("volume %s: stored usage holds %d bindings charged no bytes, workloads hold %d", d, s, c))
 		}
@@ -375,7 +375,7 @@ func (n *Node) Recompute(workloads []*Workload, released types.Amounts) (Resourc
 	for _, d := range computed.Disks {
 		disks[d.Device] = true
 	}
-	for _, dev := range sortedKeys(disks) {
+	for _, dev := range types.SortedKeys(disks) {
 		var s, c Quota
 		if d := n.Usage.disk(dev); d != nil {
 			s = d.Quota()
@@ -398,13 +398,4 @@ func (n *Node) WithUsage(u Resource) (*Node, error) {
 	out := n.Clone()
 	out.Usage = u.Clone()
 	return out.Settle()
-}
-
-func sortedKeys(m map[string]bool) []string {
-	keys := make([]string, 0, len(m))
-	for k := range m {
-		keys = append(keys, k)
-	}
-	slices.Sort(keys)
-	return keys
 }
