@@ -96,12 +96,21 @@ type Placement[N any, W any] interface {
 	ParseRequest(raw json.RawMessage) (W, error)
 	DeployCapacity(n N, w W, env Env) types.NodeCapacity
 	Deploy(n N, w W, count int, env Env) (*types.Deploy, error)
-	// Realloc answers calculate-realloc and whether the change grows the
-	// workload (a node that takes no new work refuses growth only).
-	Realloc(n N, workload, request json.RawMessage, env Env) (*types.Realloc, bool, error)
+	// ParseResize decodes calculate-realloc's workload (stored form) and
+	// request (deltas), once, before anything is read.
+	ParseResize(workload, request json.RawMessage) (Resize[N], error)
 	// MostIdle picks a node to build on; load reads the nodes' records and
 	// is called only by a resource that needs them.
 	MostIdle(nodenames []string, load func() (map[string]N, Env, error)) (*types.MostIdle, error)
+}
+
+// Resize is a decoded calculate-realloc: a workload and the deltas to
+// resize it by.
+type Resize[N any] interface {
+	// Plan answers calculate-realloc on the node's record and whether the
+	// change grows the workload (a node that takes no new work refuses
+	// growth only).
+	Plan(n N, env Env) (*types.Realloc, bool, error)
 }
 
 // Metrics declares and samples a resource's gauges.

@@ -5,6 +5,7 @@ import (
 	"strconv"
 	"strings"
 
+	"github.com/eru-extend/resources/engine"
 	"github.com/eru-extend/resources/types"
 )
 
@@ -98,17 +99,29 @@ func (Rules) Deploy(n *Node, w *WorkloadRequest, count int, env types.Env) (*typ
 	return out, nil
 }
 
-// Realloc resizes a workload by the request's deltas.
-func (Rules) Realloc(n *Node, workload, request json.RawMessage, env types.Env) (*types.Realloc, bool, error) {
+// Resize is a decoded calculate-realloc: a stored workload and a request
+// of deltas.
+type Resize struct {
+	old   *Workload
+	delta *WorkloadRequest
+}
+
+// ParseResize decodes calculate-realloc's workload and request.
+func (Rules) ParseResize(workload, request json.RawMessage) (engine.Resize[*Node], error) {
 	old, err := DecodeWorkload(workload)
 	if err != nil {
-		return nil, false, err
+		return nil, err
 	}
 	delta, err := ParseWorkloadRequest(request, true)
 	if err != nil {
-		return nil, false, err
+		return nil, err
 	}
-	next, diff, grows, err := n.Realloc(old, delta, defaultsOf(env))
+	return &Resize{old: old, delta: delta}, nil
+}
+
+// Plan resizes the workload by the request's deltas on n.
+func (r *Resize) Plan(n *Node, env types.Env) (*types.Realloc, bool, error) {
+	next, diff, grows, err := n.Realloc(r.old, r.delta, defaultsOf(env))
 	if err != nil {
 		return nil, false, err
 	}

@@ -5,6 +5,7 @@ import (
 	"strconv"
 	"strings"
 
+	"github.com/eru-extend/resources/engine"
 	"github.com/eru-extend/resources/types"
 )
 
@@ -142,16 +143,29 @@ func (Rules) Deploy(n *Node, w *WorkloadRequest, count int, env types.Env) (*typ
 	return out, nil
 }
 
-// Realloc resizes a workload.
-func (Rules) Realloc(n *Node, workload, request json.RawMessage, env types.Env) (*types.Realloc, bool, error) {
+// Resize is a decoded calculate-realloc: a stored workload and a request
+// of deltas.
+type Resize struct {
+	old *Workload
+	req *WorkloadRequest
+}
+
+// ParseResize decodes calculate-realloc's workload and request.
+func (Rules) ParseResize(workload, request json.RawMessage) (engine.Resize[*Node], error) {
 	old, err := DecodeWorkload(workload)
 	if err != nil {
-		return nil, false, err
+		return nil, err
 	}
 	req, err := ParseWorkloadRequest(request, true)
 	if err != nil {
-		return nil, false, err
+		return nil, err
 	}
+	return &Resize{old: old, req: req}, nil
+}
+
+// Plan resizes the workload on n.
+func (r *Resize) Plan(n *Node, env types.Env) (*types.Realloc, bool, error) {
+	old, req := r.old, r.req
 	res, err := n.Realloc(env.Ctx, old, req)
 	if err != nil {
 		return nil, false, err
