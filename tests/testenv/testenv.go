@@ -124,8 +124,25 @@ func NewEmbedded(t testing.TB, opts ...Option) *Env {
 	return e
 }
 
-// Backends runs f once on etcd and once on the embedded store.
+// Backends runs f once on etcd and once on the embedded store, both at
+// once: each has a store of its own, and much of a behaviour test is
+// waiting (a session to expire, a process to start), which the two then
+// share.
 func Backends(t *testing.T, f func(t *testing.T, env *Env), opts ...Option) {
+	t.Run("etcd", func(t *testing.T) {
+		t.Parallel()
+		f(t, NewEtcd(t, opts...))
+	})
+	t.Run("embedded", func(t *testing.T) {
+		t.Parallel()
+		f(t, NewEmbedded(t, opts...))
+	})
+}
+
+// BackendsInTurn is Backends one store after the other, for a suite that
+// measures behaviour under contention it makes itself (many writer
+// processes), which the other store's run would add to.
+func BackendsInTurn(t *testing.T, f func(t *testing.T, env *Env), opts ...Option) {
 	t.Run("etcd", func(t *testing.T) { f(t, NewEtcd(t, opts...)) })
 	t.Run("embedded", func(t *testing.T) { f(t, NewEmbedded(t, opts...)) })
 }
