@@ -18,7 +18,7 @@ func TestParseNodeRequest(t *testing.T) {
 		want NodeRequest
 	}{
 		{
-			name: "the seed's add-node example",
+			name: "the add-node example of docs/storage.md",
 			in:   `{"volumes":["/data0:1T","/data1:1T"],"disks":["/dev/vda:/,/data0:1000:1000:1G:1G"],"storage":"2T"}`,
 			want: NodeRequest{
 				Volumes:    []VolumeSize{{"/data0", tib}, {"/data1", tib}},
