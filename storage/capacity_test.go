@@ -623,3 +623,38 @@ func TestADecodedChangeAppliesAlikeOnEveryAttempt(t *testing.T) {
 		})
 	}
 }
+
+func TestValidateNamesTheSameFaultEveryTime(t *testing.T) {
+	for _, c := range []struct {
+		name string
+		node func() *Node
+		want string
+	}{
+		{"two volumes above capacity name the first in order", func() *Node {
+			n := NewNode()
+			n.Capacity.Volumes = map[string]int64{"/a": 1, "/b": 1, "/c": 1, "/d": 1}
+			n.Capacity.Storage = 100
+			n.Usage.Volumes = map[string]int64{"/d": 2, "/b": 2, "/c": 0}
+			return n
+		}, "usage of volume /b would be 2 bytes, above its capacity 1"},
+		{"two volumes out of range name the first in order", func() *Node {
+			n := NewNode()
+			n.Capacity.Volumes = map[string]int64{"/z": -1, "/m": -2, "/a": 1}
+			return n
+		}, "capacity of volume /m is -2, out of range"},
+		{"bindings on unknown volumes name the first in order", func() *Node {
+			n := NewNode()
+			n.Capacity.Volumes = map[string]int64{"/a": 1}
+			n.Usage.ZeroByte = map[string]int64{"/y": 1, "/x": 2, "/a": 1}
+			return n
+		}, "usage of volume /x: 2 bindings on a volume the node does not have"},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			for range 50 {
+				err := c.node().Validate()
+				require.Error(t, err)
+				require.Contains(t, err.Error(), c.want)
+			}
+		})
+	}
+}
