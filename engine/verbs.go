@@ -18,6 +18,11 @@ type Verb struct {
 	Input bool
 	// Node says whether the request must name one node (nodename).
 	Node bool
+	// Writes says whether the verb may change the store: a forwarded
+	// write whose connection dies is never run again locally (its outcome
+	// is unknown). The forwarding front keeps its own constant copy of
+	// this column (internal/forward), held equal to it by a test.
+	Writes bool
 	// Handle runs the verb on a resource's engine.
 	Handle func(h Handlers, ctx context.Context, req *types.Request) (any, error)
 }
@@ -44,21 +49,21 @@ type Handlers interface {
 // Table is every verb of the protocol, in the protocol's order.
 func Table() []Verb {
 	return []Verb{
-		{"name", "print the resource's name", false, false, Handlers.Name},
-		{"add-node", "record a new node's capacity: {nodename, resource, info}", true, true, Handlers.AddNode},
-		{"remove-node", "forget a node: {nodename}", true, true, Handlers.RemoveNode},
-		{"get-nodes-deploy-capacity", "how many workloads fit on each node: {nodenames, workload_resource}", true, false, Handlers.DeployCapacity},
-		{"set-node-resource-capacity", "change a node's capacity: {nodename, resource, resource_request, delta, incr}", true, true, Handlers.SetCapacity},
-		{"get-node-resource-info", "a node's capacity, usage and diffs: {nodename, workloads_resource}", true, true, Handlers.GetInfo},
-		{"set-node-resource-info", "restore a node's capacity and usage: {nodename, capacity, usage}", true, true, Handlers.SetInfo},
-		{"set-node-resource-usage", "change a node's usage: {nodename, resource, resource_request, workloads_resource, delta, incr}", true, true, Handlers.SetUsage},
-		{"get-most-idle-node", "pick a node to build on: {nodenames}", true, false, Handlers.MostIdle},
-		{"fix-node-resource", "rewrite a node's usage from its workloads: {nodename, workloads_resource}", true, true, Handlers.FixNode},
-		{"calculate-deploy", "plan workloads on a node: {nodename, deploy_count, workload_resource_request}", true, true, Handlers.Deploy},
-		{"calculate-realloc", "plan a workload's resize: {nodename, workload_resource, workload_resource_request}", true, true, Handlers.Realloc},
-		{"calculate-remap", "remap running workloads (a no-op): {nodename, workloads_resource}", true, true, Handlers.Remap},
-		{"get-metrics-description", "declare the metrics", false, false, Handlers.MetricsDescription},
-		{"get-metrics", "a node's metrics: {podname, nodename} or {nodes: [...]}", true, false, Handlers.Metrics},
+		{"name", "print the resource's name", false, false, false, Handlers.Name},
+		{"add-node", "record a new node's capacity: {nodename, resource, info}", true, true, true, Handlers.AddNode},
+		{"remove-node", "forget a node: {nodename}", true, true, true, Handlers.RemoveNode},
+		{"get-nodes-deploy-capacity", "how many workloads fit on each node: {nodenames, workload_resource}", true, false, false, Handlers.DeployCapacity},
+		{"set-node-resource-capacity", "change a node's capacity: {nodename, resource, resource_request, delta, incr}", true, true, true, Handlers.SetCapacity},
+		{"get-node-resource-info", "a node's capacity, usage and diffs: {nodename, workloads_resource}", true, true, false, Handlers.GetInfo},
+		{"set-node-resource-info", "restore a node's capacity and usage: {nodename, capacity, usage}", true, true, true, Handlers.SetInfo},
+		{"set-node-resource-usage", "change a node's usage: {nodename, resource, resource_request, workloads_resource, delta, incr}", true, true, true, Handlers.SetUsage},
+		{"get-most-idle-node", "pick a node to build on: {nodenames}", true, false, false, Handlers.MostIdle},
+		{"fix-node-resource", "rewrite a node's usage from its workloads: {nodename, workloads_resource}", true, true, true, Handlers.FixNode},
+		{"calculate-deploy", "plan workloads on a node: {nodename, deploy_count, workload_resource_request}", true, true, false, Handlers.Deploy},
+		{"calculate-realloc", "plan a workload's resize: {nodename, workload_resource, workload_resource_request}", true, true, false, Handlers.Realloc},
+		{"calculate-remap", "remap running workloads (a no-op): {nodename, workloads_resource}", true, true, false, Handlers.Remap},
+		{"get-metrics-description", "declare the metrics", false, false, false, Handlers.MetricsDescription},
+		{"get-metrics", "a node's metrics: {podname, nodename} or {nodes: [...]}", true, false, false, Handlers.Metrics},
 	}
 }
 
