@@ -10,9 +10,11 @@ import (
 	"github.com/eru-extend/resources/cmd"
 	"github.com/eru-extend/resources/internal/forward"
 	"github.com/eru-extend/resources/serve"
+	"github.com/eru-extend/resources/store/etcdstore"
 )
 
 func main() {
+	etcdstore.QuietGRPC()
 	if len(os.Args) > 1 && os.Args[1] == "serve" {
 		os.Exit(serve.Main("compute", os.Args[2:], os.Stderr))
 	}

@@ -54,23 +54,16 @@ type Store struct {
 	tls      *tls.Config
 }
 
-var quietGRPC sync.Once
-
-// QuietGRPC silences grpc's process-wide logger, once: grpc would otherwise
-// print connection warnings on stderr, which core reads as part of the
-// answer. Open calls it; a process that runs grpc servers too (a test with
-// an in-process etcd) calls it before starting them, for the logger may
-// only be set while no grpc code runs.
-func QuietGRPC() {
-	quietGRPC.Do(func() {
-		grpclog.SetLoggerV2(silentLogger{})
-	})
-}
+// QuietGRPC silences grpc's process-wide logger: grpc would otherwise print
+// connection warnings on stderr, which core reads as part of the answer.
+// It is a process option: a main calls it first thing, and a test process
+// that runs grpc servers too (an in-process etcd) calls it before starting
+// them, for grpc's logger may only be set while no grpc code runs.
+func QuietGRPC() { grpclog.SetLoggerV2(silentLogger{}) }
 
 // Open connects to etcd and waits until the connection is up or the dial
 // timeout has passed, so that a dead etcd fails fast with its address.
 func Open(ctx context.Context, cfg Config) (*Store, error) {
-	QuietGRPC()
 	endpoint := strings.Join(cfg.Endpoints, ",")
 	switch {
 	case cfg.Username != "" && cfg.Password == "":
