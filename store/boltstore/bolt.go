@@ -57,9 +57,6 @@ type Store struct {
 	now    func() time.Time
 }
 
-// Path is the file the store lives in.
-func (s *Store) Path() string { return s.path }
-
 // Close releases the file and its lock.
 func (s *Store) Close() error {
 	if s.db == nil {

@@ -134,10 +134,8 @@ func (s *Store) cause(err error) error {
 	return errors.New("no answer in time")
 }
 
-// Prefix is the prefix the store puts in front of every key.
-func (s *Store) Prefix() string { return s.prefix }
-
-// Client is the underlying etcd client, for tests and tools.
+// Client is the underlying etcd client (the serve daemon's watch cache
+// watches on it).
 func (s *Store) Client() *clientv3.Client { return s.client }
 
 // Close closes the connection.

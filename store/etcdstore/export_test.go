@@ -19,3 +19,6 @@ func ReadsItself(b []byte, v any) bool {
 	}
 	return false
 }
+
+// Prefix is the prefix the store puts in front of every key.
+func (s *Store) Prefix() string { return s.prefix }
