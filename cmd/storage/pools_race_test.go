@@ -12,7 +12,7 @@ import (
 	"github.com/eru-extend/resources/tests/testenv"
 )
 
-// TestPoolRaceManyDeploys is the spec's first race: 8 processes deploy
+// TestPoolRaceManyDeploys is the first race of docs/pools.md: 8 processes deploy
 // through 4 nodes (each in its own pod for core, so core locks nothing in
 // common) into a pool with room for 10. Each process goes on until
 // calculate-deploy finds the pool full; usage writes that lose the race
