@@ -36,12 +36,13 @@ func TestQuickRunOnATinyCluster(t *testing.T) {
 		"| `get-metrics`, 20 nodes | `etcdctl txn`",
 		"| capacity, 60 nodes | `etcdctl txn`",
 		"| `get-metrics`, 60 nodes | `etcdctl txn`",
+		"| capacity, 20 nodes sharing 10 pools | the same query without its pool volume |",
 		"| capacity of 20 nodes in a cluster of 60 | the same query in a cluster of 20 |",
 	} {
 		require.Contains(t, report, row)
 	}
-	require.Equal(t, 10, strings.Count(report, "×** ["), "one row of ratios per measure:\n%s", report)
-	for _, line := range []string{"- load average at start: ", "- load average at end: ", "- cluster: 20 nodes", "- cluster: 60 nodes", "- machine: "} {
+	require.Equal(t, 11, strings.Count(report, "×** ["), "one row of ratios per measure:\n%s", report)
+	for _, line := range []string{"- load average at start: ", "- load average at end: ", "- cluster: 20 nodes", "- cluster: 60 nodes", "- cluster: 20 nodes sharing 10 pools", "- machine: "} {
 		require.Contains(t, report, line)
 	}
 }
