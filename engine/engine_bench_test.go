@@ -35,6 +35,14 @@ func seedPools(b *testing.B, n, pools int) (store.Store, []string) {
 	s, err := boltstore.Open(filepath.Join(b.TempDir(), "bench.db"), boltstore.Options{Prefix: "/eru", Create: true})
 	require.NoError(b, err)
 	b.Cleanup(func() { _ = s.Close() })
+	ops, names := clusterOps(b, n, pools, 1<<50)
+	require.NoError(b, s.Txn(context.Background(), nil, ops))
+	return s, names
+}
+
+// clusterOps are the writes of seedPools: n nodes' records and
+// registrations, and pools pool records holding poolBytes each.
+func clusterOps(t testing.TB, n, pools int, poolBytes int64) ([]store.Op, []string) {
 	names := make([]string, n)
 	var ops []store.Op
 	for i := range n {
@@ -51,20 +59,19 @@ func seedPools(b *testing.B, n, pools int) (store.Store, []string) {
 			node.Capacity.Pools = map[string]pool.Declaration{fmt.Sprintf("p%d", i%pools): {Path: fmt.Sprintf("/mnt/p%d", i%pools)}}
 		}
 		rec, err := storage.Rules{}.Encode(node)
-		require.NoError(b, err)
+		require.NoError(t, err)
 		reg, err := json.Marshal(nodes.NewRegistration(names[i], time.Now()))
-		require.NoError(b, err)
+		require.NoError(t, err)
 		ops = append(ops, store.Op{Key: nodes.RecordPrefix("storage") + names[i], Value: rec}, store.Op{Key: nodes.RegistrationKey(names[i]), Value: reg})
 	}
 	for k := range pools {
 		rec := pool.NewRecord(fmt.Sprintf("p%d", k), time.Now())
-		rec.Capacity = new(int64(1) << 50)
+		rec.Capacity = new(poolBytes)
 		data, err := rec.Encode()
-		require.NoError(b, err)
+		require.NoError(t, err)
 		ops = append(ops, store.Op{Key: storage.PoolPrefix + rec.ID, Value: data})
 	}
-	require.NoError(b, s.Txn(context.Background(), nil, ops))
-	return s, names
+	return ops, names
 }
 
 func newEngine(s store.Store) *engine.Engine[*storage.Node, *storage.WorkloadRequest] {
@@ -76,7 +83,7 @@ func newEngine(s store.Store) *engine.Engine[*storage.Node, *storage.WorkloadReq
 	}
 }
 
-func raw(b *testing.B, v any) json.RawMessage {
+func raw(b testing.TB, v any) json.RawMessage {
 	data, err := json.Marshal(v)
 	require.NoError(b, err)
 	return data
