@@ -169,7 +169,15 @@ func (s *Store) ReadNames(ctx context.Context, r store.NameRead, head func(*stor
 		})
 	}
 	for range pages {
-		got := <-reads
+		// A reader gives up handing its page over when the call's time
+		// is up: so does this loop, or it would wait for pages no reader
+		// is left to bring.
+		var got read
+		select {
+		case got = <-reads:
+		case <-wctx.Done():
+			return s.fail(clientv3.ContextError(wctx, wctx.Err()))
+		}
 		if got.err != nil {
 			return got.err
 		}

@@ -166,3 +166,23 @@ func TestReadNamesOfADeadEtcdFailsFastNamingTheEndpoint(t *testing.T) {
 	require.Equal(t, types.Unavailable, types.ClassOf(err))
 	require.Contains(t, err.Error(), "etcd http://127.0.0.1:1: unreachable")
 }
+
+func TestReadNamesPastItsDeadlineFailsAndNeverHangs(t *testing.T) {
+	s := openEtcd(t, 2*time.Second)
+	loadNames(t, s, 2000)
+	ctx, cancel := context.WithTimeout(context.Background(), 300*time.Millisecond)
+	defer cancel()
+	start := time.Now()
+	pages := 0
+	err := s.ReadNames(ctx, store.NameRead{Names: every(0, 2000, 1), Under: []string{"/k/", "/j/"}}, func(*store.Snapshot) error { return nil }, func(*store.Snapshot, []int) error {
+		pages++
+		// The engine decoding a page slower than the call's time: the
+		// readers of the other pages give up meanwhile.
+		time.Sleep(time.Second)
+		return nil
+	})
+	require.Error(t, err)
+	require.Equal(t, types.Unavailable, types.ClassOf(err), err.Error())
+	require.Equal(t, 1, pages)
+	require.Less(t, time.Since(start), 3*time.Second)
+}
