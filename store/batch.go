@@ -41,6 +41,13 @@ func ReadNames(ctx context.Context, s Store, r NameRead, head func(*Snapshot) er
 	if nr, ok := s.(NameReader); ok {
 		return nr.ReadNames(ctx, r, head, page)
 	}
+	return ReadNamesAtOnce(ctx, s, r, head, page)
+}
+
+// ReadNamesAtOnce reads r as one Read, handed over as one page: what
+// ReadNames does on a store without pages, and what a NameReader may do
+// with a read too small to page.
+func ReadNamesAtOnce(ctx context.Context, s Store, r NameRead, head func(*Snapshot) error, page func(snap *Snapshot, idx []int) error) error {
 	keys := append([]string(nil), r.Keys...)
 	for _, n := range r.Names {
 		for _, p := range r.Under {

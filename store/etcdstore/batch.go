@@ -52,7 +52,7 @@ var readCallOpts = []grpc.CallOption{grpc.WaitForReady(true), grpc.MaxCallRecvMs
 func (s *Store) ReadNames(ctx context.Context, r store.NameRead, head func(*store.Snapshot) error, page func(*store.Snapshot, []int) error) error {
 	fixed := len(r.Keys) + len(r.Prefixes)
 	if fixed+len(r.Names)*len(r.Under) <= MaxTxnOps || len(r.Under) == 0 {
-		return s.readNamesAtOnce(ctx, r, head, page)
+		return store.ReadNamesAtOnce(ctx, s, r, head, page)
 	}
 	kv := pb.NewKVClient(s.client.ActiveConnection())
 	txn := func(ctx context.Context, ops []*pb.RequestOp) (*pb.TxnResponse, error) {
@@ -186,31 +186,6 @@ func (s *Store) ReadNames(ctx context.Context, r store.NameRead, head func(*stor
 		}
 	}
 	return nil
-}
-
-// readNamesAtOnce reads r as one Read, handed over as one page.
-func (s *Store) readNamesAtOnce(ctx context.Context, r store.NameRead, head func(*store.Snapshot) error, page func(*store.Snapshot, []int) error) error {
-	keys := append([]string(nil), r.Keys...)
-	for _, n := range r.Names {
-		for _, p := range r.Under {
-			keys = append(keys, p+n)
-		}
-	}
-	snap, err := s.Read(ctx, keys, r.Prefixes)
-	if err != nil {
-		return err
-	}
-	if err := head(snap); err != nil {
-		return err
-	}
-	if len(r.Names) == 0 {
-		return nil
-	}
-	idx := make([]int, len(r.Names))
-	for i := range idx {
-		idx[i] = i
-	}
-	return page(snap, idx)
 }
 
 // collect adds the keys of range responses to snap, without the store's
