@@ -4,7 +4,7 @@ GO       ?= go
 BIN      ?= bin
 FUZZTIME ?= 5s
 
-.PHONY: build front demo test lint unit serve-suites conformance e2e chaos fuzz-short fuzz bench clean
+.PHONY: build front demo test lint unit serve-suites conformance-serve conformance e2e chaos fuzz-short fuzz bench clean
 
 build:
 	$(GO) build -trimpath -tags urfave_cli_no_docs -ldflags '-s -w' -o $(BIN)/ ./cmd/storage ./cmd/compute
@@ -42,9 +42,16 @@ e2e:
 	cd conformance && $(GO) test -count=1 -timeout 30m ./e2e/
 
 # The behaviour suites again, with a serve daemon started for every plugin
-# folder and every call forwarded through it (answers must not change).
-serve-suites:
+# folder and every call forwarded through it (answers must not change); the
+# conformance suite (core's client and cobalt) the same way, through the
+# front binary; then the concurrency suite with the daemon SIGKILLed at
+# random moments and restarted.
+serve-suites: conformance-serve
 	ERU_TEST_SERVE=1 $(GO) test -count=1 ./cmd/storage/ ./cmd/compute/ ./tests/concurrency/
+	ERU_TEST_SERVE=kill $(GO) test -count=1 ./tests/concurrency/
+
+conformance-serve:
+	cd conformance && ERU_TEST_SERVE=1 $(GO) test -count=1 .
 
 # Every fuzz target for FUZZTIME on top of its committed corpus (which
 # `unit` already replays). `make fuzz FUZZTIME=10m` fuzzes for longer.
@@ -85,7 +92,7 @@ chaos:
 # an etcd the harness starts itself (etcdctl is built from the module proxy
 # once). See BENCHMARKS.md.
 BENCHRUNS ?= 15
-bench: build
+bench: front
 	$(GO) test -run '^$$' -bench . -benchmem ./storage/ ./overcommit/ ./cmd/... ./engine/
 	$(GO) run ./tools/bench -bin $(BIN) -runs $(BENCHRUNS)
 	$(GO) test -count=1 ./tests/serve -run TestAnElephantCannotStarveAMouse -isolation-full -v

@@ -100,6 +100,7 @@ func (r *runner) poolsCommand() *cli.Command {
 					&cli.StringFlag{Name: "to", Usage: "the target pool (required)"},
 					&cli.StringFlag{Name: "node", Usage: "the node that copies, this host (required)"},
 					&cli.BoolFlag{Name: "abort", Usage: "undo a move that did not settle: remove the target copy and release the target's reservation"},
+					&cli.BoolFlag{Name: "progress", Usage: "print the copy's progress on stderr: files and bytes copied of the total (default: when stderr is a terminal)"},
 				},
 				Action: Run(r, spec{name: "pools move", nargs: 1, mode: config.WriteExisting}, func(op *operation) (nodes.Answer[pool.ObjectView], error) {
 					if op.c.String("to") == "" || op.c.String("node") == "" {
@@ -108,8 +109,19 @@ func (r *runner) poolsCommand() *cli.Command {
 					if err := nodes.ValidName(op.c.String("node")); err != nil {
 						return read(pool.ObjectView{}, types.Wrap(types.InvalidArgument, err, "--node"))
 					}
-					return read(admin(op.store).Move(op.ctx, pooladmin.MoveRequest{Object: op.args[0], To: op.c.String("to"), Node: op.c.String("node"),
-						CommandID: op.c.String("command-id"), Abort: op.c.Bool("abort")}))
+					req := pooladmin.MoveRequest{Object: op.args[0], To: op.c.String("to"), Node: op.c.String("node"),
+						CommandID: op.c.String("command-id"), Abort: op.c.Bool("abort")}
+					show := isTerminal(r.stderr)
+					if op.c.IsSet("progress") {
+						show = op.c.Bool("progress")
+					}
+					if show {
+						line := &progressLine{w: r.stderr, prefix: r.name + ": pools move " + req.Object + ": ", tty: isTerminal(r.stderr),
+							every: progressEvery, now: time.Now}
+						req.Progress = line.update
+						defer line.finish()
+					}
+					return read(admin(op.store).Move(op.ctx, req))
 				}, func(o pool.ObjectView, _ time.Time) []block {
 					return objectListTables(pooladmin.Objects{Objects: []pool.ObjectView{o}}, time.Time{})
 				}),

@@ -289,7 +289,7 @@ type leaf struct {
 	path  []string // keys from the top; a list item by its "device"
 	value float64
 	n     int64  // the value exactly, when it is an integer
-	word  string // a string leaf, shown as is
+	word  string // a string leaf (see wordText)
 	name  string // the path as a reader reads it
 	text  string // the value in its unit
 }
@@ -342,12 +342,23 @@ func leaves(v any) []leaf {
 		l := &out[i]
 		l.name = leafName(l.path)
 		if l.word != "" {
-			l.text = strings.ToLower(l.word)
+			l.text = wordText(l.word)
 		} else {
 			l.text = formatLeaf(strings.Join(l.path, "."), l.n)
 		}
 	}
 	return out
+}
+
+// wordText shows a string leaf: an enumerated value (DEFAULT, OVERRIDE) in
+// the table's lower case, anything else (a path, an id) exactly as stored.
+func wordText(w string) string {
+	for _, r := range w {
+		if (r < 'A' || r > 'Z') && r != '_' {
+			return w
+		}
+	}
+	return strings.ToLower(w)
 }
 
 func without(m map[string]any, keys ...string) map[string]any {

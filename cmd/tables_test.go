@@ -137,3 +137,16 @@ func TestHumanUnits(t *testing.T) {
 	require.Equal(t, "9007199254740993", l[0].text, "a count above 2^53 prints exactly")
 	require.Equal(t, "read IOPS", l[0].name)
 }
+
+func TestTableWordsKeepTheirCaseUnlessTheyAreEnumerations(t *testing.T) {
+	for _, c := range []struct{ name, word, want string }{
+		{"an enumerated source reads in lower case", "DEFAULT", "default"},
+		{"an enumeration with an underscore reads in lower case", "MEMORY_TIGHT", "memory_tight"},
+		{"a pool path keeps its case", "/tmp/tmp.2mItI9RsSx", "/tmp/tmp.2mItI9RsSx"},
+		{"a mixed-case id keeps its case", "Ceph-A", "Ceph-A"},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			require.Equal(t, c.want, wordText(c.word))
+		})
+	}
+}

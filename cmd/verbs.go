@@ -36,55 +36,82 @@ func (r *runner) verbCommands() []*cli.Command {
 }
 
 func (r *runner) runVerb(v engine.Verb) cli.ActionFunc {
-	verb := v.Name
 	return func(c *cli.Context) error {
-		start := time.Now()
 		if c.NArg() > 0 {
-			return verbError{verb: verb, err: types.Invalid("unexpected argument %q: the request comes on stdin", c.Args().First())}
+			return verbError{verb: v.Name, err: types.Invalid("unexpected argument %q: the request comes on stdin", c.Args().First())}
 		}
-		req := &types.Request{}
-		if v.Input {
-			if err := decodeRequest(r.stdin, req); err != nil {
-				return verbError{verb: verb, err: err}
-			}
-		}
-		// Verbs that need nothing configured answer without reading the
-		// config, so they work (and stay fast) anywhere.
-		cfg := config.Default("")
-		if v.Input {
-			var err error
-			if cfg, err = r.config(); err != nil {
-				return verbError{verb: verb, node: req.Nodename, err: err}
-			}
-		}
-		// A plugin verb goes on without a log it cannot open: core needs
-		// its answer more.
-		log, closeLog, _ := cfg.Logger(r.name, false)
-		defer closeLog()
-		o := &opener{cfg: cfg, with: r.open, mode: func(write bool) config.Mode {
-			switch {
-			case write && createsRecords(verb): // only a verb that creates nodes creates the store
-				return config.Write
-			case write:
-				return config.WriteNoCreate
-			}
-			return config.Read
-		}}
-		defer o.close()
-		eng, err := r.engine(cfg, o.open, log)
-		if err != nil {
-			return verbError{verb: verb, node: req.Nodename, err: err}
-		}
-		ctx, cancel := withTimeout(cfg)
-		defer cancel()
-		answer, err := engine.Call(ctx, eng, verb, req)
-		if err != nil {
-			log.Warn("verb refused", "verb", verb, "node", req.Nodename, "took", since(start), "class", types.ClassOf(err), "error", err.Error())
-			return verbError{verb: verb, node: req.Nodename, err: err}
-		}
-		log.Info("verb", "verb", verb, "node", req.Nodename, "took", since(start))
-		return writeJSON(r.stdout, answer)
+		return r.verb(v)
 	}
+}
+
+// RunVerb runs a plugin verb command line (the verb and at most a --config
+// flag, as `name verb` would be run) without building the command tree:
+// the answer and the exit status are MainWith's for the same arguments.
+// ok is false for any other command line; the caller then runs MainWith.
+// A long-running process that serves one call after another (the serve
+// daemon) saves the tree's construction and parsing this way.
+func RunVerb(opts Options, name string, args []string, stdin io.Reader, stdout, stderr io.Writer) (code int, ok bool) {
+	path, rest, err := config.FlagFromArgs(args)
+	if err != nil || len(rest) != 1 {
+		return 0, false
+	}
+	v, found := engine.Lookup(rest[0])
+	if !found {
+		return 0, false
+	}
+	r := &runner{name: name, stdin: stdin, stdout: stdout, stderr: stderr, opts: opts, cfgPath: path}
+	if err := r.verb(v); err != nil {
+		return r.fail(err), true
+	}
+	return 0, true
+}
+
+// verb runs plugin verb v on the runner's streams.
+func (r *runner) verb(v engine.Verb) error {
+	verb := v.Name
+	start := time.Now()
+	req := &types.Request{}
+	if v.Input {
+		if err := decodeRequest(r.stdin, req); err != nil {
+			return verbError{verb: verb, err: err}
+		}
+	}
+	// Verbs that need nothing configured answer without reading the
+	// config, so they work (and stay fast) anywhere.
+	cfg := config.Default("")
+	if v.Input {
+		var err error
+		if cfg, err = r.config(); err != nil {
+			return verbError{verb: verb, node: req.Nodename, err: err}
+		}
+	}
+	// A plugin verb goes on without a log it cannot open: core needs
+	// its answer more.
+	log, closeLog, _ := cfg.Logger(r.name, false)
+	defer closeLog()
+	o := &opener{cfg: cfg, with: r.open, mode: func(write bool) config.Mode {
+		switch {
+		case write && createsRecords(verb): // only a verb that creates nodes creates the store
+			return config.Write
+		case write:
+			return config.WriteNoCreate
+		}
+		return config.Read
+	}}
+	defer o.close()
+	eng, err := r.engine(cfg, o.open, log)
+	if err != nil {
+		return verbError{verb: verb, node: req.Nodename, err: err}
+	}
+	ctx, cancel := withTimeout(cfg)
+	defer cancel()
+	answer, err := engine.Call(ctx, eng, verb, req)
+	if err != nil {
+		log.Warn("verb refused", "verb", verb, "node", req.Nodename, "took", since(start), "class", types.ClassOf(err), "error", err.Error())
+		return verbError{verb: verb, node: req.Nodename, err: err}
+	}
+	log.Info("verb", "verb", verb, "node", req.Nodename, "took", since(start))
+	return writeJSON(r.stdout, answer)
 }
 
 // decodeRequest reads stdin to its end and decodes one JSON object.

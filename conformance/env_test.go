@@ -98,6 +98,11 @@ func setup() (*suite, error) {
 	if err := gobuild.Plugins(root, binDir); err != nil {
 		return nil, err
 	}
+	if serving() {
+		if err := gobuild.Front(root, filepath.Join(binDir, frontName)); err != nil {
+			return nil, err
+		}
+	}
 	if server, err = etcdtest.Start(filepath.Join(tmpRoot, "etcd")); err != nil {
 		return nil, err
 	}
@@ -152,8 +157,11 @@ func newEnv(t *testing.T) *env {
 	prefix := fmt.Sprintf("/conformance-%d-%s", n, strings.Trim(nonWord.ReplaceAllString(t.Name(), "-"), "-"))
 	e := &env{suite: s, dir: t.TempDir(), prefix: prefix}
 	for _, name := range resourceNames {
-		install(t, filepath.Join(s.binDir, name), filepath.Join(e.dir, name))
+		e.installBinary(t, name)
 		e.writeConfig(t, name, s.endpoint)
+	}
+	if serving() {
+		e.serve(t)
 	}
 	e.config = coretypes.Config{
 		GlobalTimeout: time.Minute,

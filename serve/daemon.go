@@ -262,10 +262,15 @@ func (d *Daemon) options(cfg *config.Config, st store.Store) cmd.Options {
 	return opts
 }
 
-// run runs one command of binary through the command tree.
+// run runs one command of binary: a plugin verb directly (cmd.RunVerb,
+// the same answer without building the command tree for each call),
+// anything else through the command tree.
 func (d *Daemon) run(opts cmd.Options, binary string, args []string, stdin []byte) (int, []byte, []byte) {
 	var out, errb bytes.Buffer
-	code := cmd.MainWith(opts, binary, args, bytes.NewReader(stdin), &out, &errb)
+	code, ok := cmd.RunVerb(opts, binary, args, bytes.NewReader(stdin), &out, &errb)
+	if !ok {
+		code = cmd.MainWith(opts, binary, args, bytes.NewReader(stdin), &out, &errb)
+	}
 	return code, out.Bytes(), errb.Bytes()
 }
 
@@ -361,13 +366,7 @@ func (d *Daemon) handle(conn *net.UnixConn) {
 		return
 	}
 	_ = conn.SetReadDeadline(time.Now().Add(30 * time.Second))
-	r := bufio.NewReaderSize(conn, 64<<10)
-	var req forward.Request
-	head, err := forward.ReadFrameLimit(r, 1<<20)
-	if err != nil || json.Unmarshal(head, &req) != nil {
-		return
-	}
-	stdin, err := forward.ReadFrameLimit(r, forward.MaxRequest+1)
+	req, stdin, err := forward.ReadRequest(bufio.NewReaderSize(conn, 16<<10))
 	if err != nil {
 		return // never run a call that did not arrive whole
 	}
@@ -381,10 +380,11 @@ func (d *Daemon) handle(conn *net.UnixConn) {
 	}
 	start := time.Now()
 	named := peek(stdin)
+	write, _ := forward.Write(req.Verb)
 	// A write takes its node's lock before admission: writes to one node
 	// run one at a time anyway, and waiting for the lock in a seat would
 	// let a burst of writes to one node fill a level.
-	unlock := d.lockNode(req, named.Nodename)
+	unlock := d.lockNode(write, named.Nodename)
 	defer func() { unlock() }()
 	// A queued call waits at most a minute for its turn (flow control may
 	// bound it tighter); core's own call timeout is usually shorter.
@@ -392,24 +392,30 @@ func (d *Daemon) handle(conn *net.UnixConn) {
 	defer cancel()
 	adm, rej := d.admit(actx, Request{Kind: "verb", Verb: req.Verb, Pod: named.pod(), Caller: socketCaller(uid, pid), Stdin: stdin})
 	var (
-		code     int
-		out, eb  []byte
-		result   = "ok"
-		accepted = []byte{forward.Accepted}
+		code    int
+		out, eb []byte
+		result  = "ok"
+		// status is the Accepted byte when it goes out with the answer.
+		status []byte
 	)
 	if rej != nil {
 		unlock()
 		unlock = func() {}
 		code, eb, result = forward.PluginExitCode, []byte(rej.Line(req.Binary, req.Verb)+"\n"), "rejected"
-		if _, err := conn.Write(accepted); err != nil {
-			return
-		}
+		status = []byte{forward.Accepted} // nothing ran: one write
 	} else {
-		// Accepted goes out before the call runs: a client that loses the
-		// connection after it knows the call may have run.
-		if _, err := conn.Write(accepted); err != nil {
-			adm.Release()
-			return
+		// A write's Accepted goes out before it runs: a client that loses
+		// the connection after it knows the call may have run and must not
+		// run it again. A read would be run again by the client either
+		// way, so its Accepted travels with its answer, in one write (one
+		// wake-up of the client fewer).
+		if write {
+			if _, err := conn.Write([]byte{forward.Accepted}); err != nil {
+				adm.Release()
+				return
+			}
+		} else {
+			status = []byte{forward.Accepted}
 		}
 		code, out, eb = d.run(opts, req.Binary, req.Args, stdin)
 		unlock()
@@ -423,8 +429,7 @@ func (d *Daemon) handle(conn *net.UnixConn) {
 	d.metrics.requests.WithLabelValues(req.Verb, result).Inc()
 	d.metrics.latency.WithLabelValues(req.Verb).Observe(time.Since(start).Seconds())
 	_ = conn.SetWriteDeadline(time.Now().Add(30 * time.Second))
-	w := bufio.NewWriterSize(conn, 64<<10)
-	if forward.WriteJSON(w, forward.Answer{Code: code}) != nil || forward.WriteFrame(w, out) != nil || forward.WriteFrame(w, eb) != nil || w.Flush() != nil {
+	if forward.WriteAnswer(conn, status, code, out, eb) != nil {
 		d.log.Warn("answer lost: the client went away", "verb", req.Verb)
 	}
 }
@@ -472,10 +477,19 @@ func parentPID(pid int) int {
 	if pid <= 0 {
 		return 0
 	}
-	data, err := os.ReadFile("/proc/" + strconv.Itoa(pid) + "/stat")
+	// Plain system calls into a buffer on the stack: os.ReadFile would
+	// stat the file, allocate and try the runtime poller, once per call.
+	fd, err := unix.Open("/proc/"+strconv.Itoa(pid)+"/stat", unix.O_RDONLY|unix.O_CLOEXEC, 0)
 	if err != nil {
 		return 0
 	}
+	var buf [512]byte
+	n, err := unix.Read(fd, buf[:])
+	_ = unix.Close(fd)
+	if err != nil || n <= 0 {
+		return 0
+	}
+	data := buf[:n]
 	// pid (comm) state ppid ...; comm may hold spaces and parentheses.
 	i := bytes.LastIndexByte(data, ')')
 	if i < 0 {
@@ -491,8 +505,8 @@ func parentPID(pid int) int {
 
 // lockNode takes the lock of the node a write names, and returns its
 // release.
-func (d *Daemon) lockNode(req forward.Request, nodename string) func() {
-	if !req.Write || nodename == "" {
+func (d *Daemon) lockNode(write bool, nodename string) func() {
+	if !write || nodename == "" {
 		return func() {}
 	}
 	h := fnv.New32a()
@@ -510,7 +524,7 @@ func (d *Daemon) accept(req forward.Request) (cmd.Options, string) {
 	if !slices.Contains(Binaries, req.Binary) {
 		return cmd.Options{}, "unknown binary " + req.Binary
 	}
-	if _, ok := forward.Verbs[req.Verb]; !ok {
+	if _, ok := forward.Write(req.Verb); !ok {
 		return cmd.Options{}, "not a plugin verb"
 	}
 	d.filesMu.RLock()

@@ -158,8 +158,8 @@ func (Rules) Link(l engine.Link, before, after *Node) (*Node, map[string][]byte,
 	if objectsChange(before, after) {
 		holders := map[string]*Node{}
 		if after.pending != nil {
-			for _, from := range after.pending.attaching {
-				if from == "" || from == l.Node {
+			for _, from := range after.pending.sources(before) {
+				if from == l.Node {
 					continue
 				}
 				data, ok := l.Get(nodes.RecordPrefix("storage") + from)

@@ -242,7 +242,7 @@ type poolChange struct {
 // poolChangeOf builds the pool part of a usage write from its stored-form
 // objects (a snapshot or a resource) or the workloads' plans.
 func poolChangeOf(objs pool.Objects, workloads []*Workload, delta, incr bool) (*poolChange, error) {
-	pc := &poolChange{change: pool.Change{Mode: pool.Absolute, Objects: map[string]pool.Amount{}}, attaching: map[string]string{}, restore: !delta}
+	pc := &poolChange{change: pool.Change{Mode: pool.Absolute, Objects: map[string]pool.Amount{}, Unheld: map[string]bool{}}, attaching: map[string]string{}, restore: !delta}
 	if delta {
 		pc.change.Mode = pool.Decr
 		if incr {
@@ -251,6 +251,9 @@ func poolChangeOf(objs pool.Objects, workloads []*Workload, delta, incr bool) (*
 	}
 	for id, obj := range objs {
 		pc.change.Objects[id] = pool.Amount{Pool: obj.Pool, Bytes: obj.Bytes}
+		if !delta && !obj.Held {
+			pc.change.Unheld[id] = true
+		}
 	}
 	var plans []pool.Plans
 	for _, w := range workloads {
@@ -277,6 +280,23 @@ func poolChangeOf(objs pool.Objects, workloads []*Workload, delta, incr bool) (*
 	return pc, nil
 }
 
+// sources are the other nodes whose records the write reads and may
+// write: those its attaches take objects from, and those a restore gives
+// attached objects back to (pool.Donors).
+func (pc *poolChange) sources(before *Node) []string {
+	set := map[string]bool{}
+	for _, from := range pc.attaching {
+		set[from] = true
+	}
+	if pc.restore {
+		for _, d := range pool.Donors(before.Usage.PoolObjects, pc.change) {
+			set[d] = true
+		}
+	}
+	delete(set, "")
+	return slices.Sorted(maps.Keys(set))
+}
+
 // linkedPoolKeys are the keys the admission of a usage write reads: the
 // records of every pool it touches and of the nodes it attaches from.
 func linkedPoolKeys(before, after *Node) []string {
@@ -292,10 +312,8 @@ func linkedPoolKeys(before, after *Node) []string {
 		for _, a := range pc.change.Objects {
 			pools[a.Pool] = true
 		}
-		for _, from := range pc.attaching {
-			if from != "" {
-				keys = append(keys, nodes.RecordPrefix("storage")+from)
-			}
+		for _, from := range pc.sources(before) {
+			keys = append(keys, nodes.RecordPrefix("storage")+from)
 		}
 	}
 	for _, id := range slices.Sorted(maps.Keys(pools)) {
@@ -315,9 +333,12 @@ func admitPools(l engine.Link, before, after *Node, holders map[string]*Node) (*
 		}
 		// A record written verbatim (set-node-resource-info, a fix): its
 		// objects are a restore whose counters move by the derived delta.
-		pc = &poolChange{change: pool.Change{Mode: pool.Absolute, Objects: map[string]pool.Amount{}}, restore: true}
+		pc = &poolChange{change: pool.Change{Mode: pool.Absolute, Objects: map[string]pool.Amount{}, Unheld: map[string]bool{}}, restore: true}
 		for id, obj := range after.Usage.PoolObjects {
 			pc.change.Objects[id] = pool.Amount{Pool: obj.Pool, Bytes: obj.Bytes}
+			if !obj.Held {
+				pc.change.Unheld[id] = true
+			}
 		}
 	}
 	pools := map[string]*pool.Record{}

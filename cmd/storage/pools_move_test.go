@@ -1,8 +1,10 @@
 package main_test
 
 import (
+	"encoding/json"
 	"os"
 	"path/filepath"
+	"strings"
 	"syscall"
 	"testing"
 
@@ -142,5 +144,70 @@ func TestPoolCleanup(t *testing.T) {
 		require.True(t, env.Record(t, "/pools/ceph-a", &rec))
 		require.Zero(t, rec.Count)
 		require.Equal(t, 2, env.Op(t, "storage", "pools", "cleanup", "ceph-a").Code, "--node is required")
+	})
+}
+
+// TestPoolMoveProgress: `pools move --progress` prints its copy's progress
+// on stderr (files and bytes of the total, what an earlier run had
+// copied), while stdout stays the one JSON answer; without the flag and
+// off a terminal it prints nothing there.
+func TestPoolMoveProgress(t *testing.T) {
+	testenv.Backends(t, func(t *testing.T, env *testenv.Env) {
+		a, b := t.TempDir(), t.TempDir()
+		addNode(t, env, "n1", obj{"storage": "1T", "pools": []string{"ceph-a:" + a, "nfs1:" + b}, "default-pool": "ceph-a"})
+		env.OpOK(t, "storage", nil, "pools", "set-capacity", "ceph-a", "100G", "--if-version", "0")
+		env.OpOK(t, "storage", nil, "pools", "set-capacity", "nfs1", "100G", "--if-version", "0")
+		d := deploy(t, env, "n1", 2, obj{"volumes": []string{"POOL:/data:rw:10G"}})
+		commit(t, env, "n1", d.WorkloadsResource, true)
+		var objects []string
+		for _, w := range d.WorkloadsResource {
+			objects = append(objects, poolPlans(t, w)["POOL:/data:rw:10737418240:0:0:0:0"].Object)
+		}
+		fill := func(object string) {
+			require.NoError(t, os.MkdirAll(filepath.Join(a, object, "sub"), 0o755))
+			require.NoError(t, os.WriteFile(filepath.Join(a, object, "big"), make([]byte, 3<<20), 0o644))
+			require.NoError(t, os.WriteFile(filepath.Join(a, object, "sub", "small"), make([]byte, 1<<20), 0o644))
+		}
+		answer := func(t *testing.T, res testenv.Result) {
+			t.Helper()
+			require.Equal(t, 0, res.Code, res.Stderr)
+			var o struct {
+				Pool string `json:"pool"`
+			}
+			require.NoError(t, json.Unmarshal([]byte(res.Stdout), &o), "stdout is the one JSON answer: %q", res.Stdout)
+			require.Equal(t, "nfs1", o.Pool)
+		}
+
+		t.Run("the last progress line says every file and byte is copied, and stdout is the answer", func(t *testing.T) {
+			fill(objects[0])
+			res := env.Op(t, "storage", "pools", "move", objects[0], "--to", "nfs1", "--node", "n1", "--progress")
+			answer(t, res)
+			lines := strings.Split(strings.TrimSpace(res.Stderr), "\n")
+			require.Equal(t, "storage: pools move "+objects[0]+": 2/2 files, 4 MiB/4 MiB (100%)", lines[len(lines)-1])
+			require.Regexp(t, `^storage: pools move `+objects[0]+`: 0/2 files, 0 B/4 MiB \(0%\)$`, lines[0], "the first line comes before any byte")
+		})
+		t.Run("a resumed copy says what the earlier run had copied", func(t *testing.T) {
+			fill(objects[1])
+			// What an interrupted run leaves: the partial tree with the
+			// finished files (docs/pools.md, the resume rule).
+			partial := filepath.Join(b, "."+objects[1]+".partial")
+			require.NoError(t, os.MkdirAll(partial, 0o700))
+			done := filepath.Join(partial, "big")
+			require.NoError(t, os.WriteFile(done, make([]byte, 3<<20), 0o644))
+			info, err := os.Stat(filepath.Join(a, objects[1], "big"))
+			require.NoError(t, err)
+			require.NoError(t, os.Chtimes(done, info.ModTime(), info.ModTime()))
+			res := env.Op(t, "storage", "pools", "move", objects[1], "--to", "nfs1", "--node", "n1", "--progress")
+			answer(t, res)
+			require.True(t, strings.HasSuffix(strings.TrimSpace(res.Stderr),
+				"storage: pools move "+objects[1]+": 2/2 files, 4 MiB/4 MiB (100%), resumed: 3 MiB were already copied"), res.Stderr)
+			noDrift(t, env)
+		})
+		t.Run("without --progress and off a terminal, stderr stays empty", func(t *testing.T) {
+			res := env.Op(t, "storage", "pools", "move", objects[0], "--to", "ceph-a", "--node", "n1")
+			require.Equal(t, 0, res.Code, res.Stderr)
+			require.Empty(t, res.Stderr)
+			require.NoError(t, json.Unmarshal([]byte(res.Stdout), new(map[string]any)))
+		})
 	})
 }

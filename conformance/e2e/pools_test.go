@@ -211,3 +211,87 @@ func TestCorePlacesPoolVolumes(t *testing.T) {
 		}
 	})
 }
+
+// TestCoreFailsAPoolVolumeOver runs a failover through core: a workload's
+// pool object on a node that dies is attached by a new workload on another
+// node that reaches the pool (POOL@ceph-f/<object>); the pool reserves it
+// once throughout, core's removal of the dead workload releases nothing,
+// and the removal of the new one ends the object.
+func TestCoreFailsAPoolVolumeOver(t *testing.T) {
+	c := theCluster(t)
+	const pod, pool = "failover", "ceph-f"
+	nodes := []string{"fo1", "fo2"}
+	app := func(binding string) res {
+		return res{
+			"cpumem":  map[string]any{"cpu-request": 0.1, "memory-request": 64 << 20},
+			"compute": map[string]any{"cpu": 0.1, "memory": "64M"},
+			"storage": map[string]any{"volumes": []string{binding}},
+		}
+	}
+	type object struct {
+		ID   string `json:"object_id"`
+		Node string `json:"node_id"`
+		Held bool   `json:"held"`
+	}
+	objects := func(t *testing.T) []object {
+		t.Helper()
+		out := c.operator(t, "storage", "pools", "objects", pool)
+		var o struct {
+			Objects []object `json:"objects"`
+		}
+		require.NoError(t, json.Unmarshal([]byte(out), &o), out)
+		return o.Objects
+	}
+	requirePool := func(t *testing.T, reserved, count int64) {
+		t.Helper()
+		r := c.pool(t, pool)
+		require.Equal(t, reserved, r.Reserved)
+		require.Equal(t, count, r.Objects)
+		c.requireNoPoolDrift(t)
+	}
+
+	c.addPod(t, pod)
+	for _, name := range nodes {
+		r := node()
+		r["storage"] = map[string]any{"volumes": []string{"/data0:100G"}, "storage": "50G", "pools": []string{pool + ":/mnt/" + name + "/" + pool}}
+		_, err := c.addNode(t, pod, name, r)
+		require.NoError(t, err, name)
+	}
+	c.operator(t, "storage", "pools", "set-capacity", pool, "40G", "--if-version", "0")
+
+	var dead, object0 string
+	step(t, "a workload on fo1 places a 10G object", func(t *testing.T) {
+		dead = c.deployOK(t, "failover-old", pod, []string{"fo1"}, 1, app("POOL@"+pool+":/data:rw:10G"))[0].Id
+		for _, p := range poolPlansOf(t, c.workload(t, dead)) {
+			object0 = p.Object
+		}
+		require.Equal(t, []object{{ID: object0, Node: "fo1", Held: true}}, objects(t))
+		requirePool(t, 10*GiB, 1)
+	})
+	step(t, "fo1 is isolated: its object is unheld and still reserved", func(t *testing.T) {
+		c.operator(t, "storage", "nodes", "isolate", "fo1")
+		require.Equal(t, []object{{ID: object0, Node: "fo1", Held: false}}, objects(t))
+		requirePool(t, 10*GiB, 1)
+	})
+	var fresh string
+	step(t, "core deploys on fo2 attaching the object: the same object, held by fo2, reserved once", func(t *testing.T) {
+		fresh = c.deployOK(t, "failover-new", pod, []string{"fo2"}, 1, app("POOL@"+pool+"/"+object0+":/data:rw"))[0].Id
+		plans := poolPlansOf(t, c.workload(t, fresh))
+		require.Len(t, plans, 1)
+		for _, p := range plans {
+			require.Equal(t, poolPlan{Pool: pool, Object: object0, Bytes: 10 * GiB}, p, "the size comes from the object")
+		}
+		require.Equal(t, []object{{ID: object0, Node: "fo2", Held: true}}, objects(t))
+		requirePool(t, 10*GiB, 1)
+	})
+	step(t, "core's removal of the dead workload releases nothing", func(t *testing.T) {
+		c.remove(t, dead)
+		require.Equal(t, []object{{ID: object0, Node: "fo2", Held: true}}, objects(t))
+		requirePool(t, 10*GiB, 1)
+	})
+	step(t, "the removal of the failed-over workload ends the object", func(t *testing.T) {
+		c.remove(t, fresh)
+		require.Empty(t, objects(t))
+		requirePool(t, 0, 0)
+	})
+}

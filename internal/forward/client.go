@@ -1,12 +1,10 @@
 package forward
 
 import (
-	"bufio"
 	"bytes"
 	"encoding/json"
 	"fmt"
 	"io"
-	"net"
 	"os"
 	"path/filepath"
 	"strconv"
@@ -75,38 +73,44 @@ func Forward(c Call) Outcome {
 	if !ok {
 		return o
 	}
+	write, _ := Write(verb)
 	wd, err := os.Getwd()
 	if err != nil {
 		return o
 	}
 	cfg := Resolve(explicit, c.Binary, wd)
 	sock := SocketPath(cfg, wd)
-	conn, err := net.DialUnix("unix", nil, &net.UnixAddr{Name: sock, Net: "unix"})
-	if err != nil {
-		return o // no daemon, a stale socket, or not ours to use
+	if !socketExists(sock) {
+		return o // no daemon: the binary reads its stdin itself
 	}
-	defer conn.Close()
-	if !NoInput[verb] {
+	// Stdin is read before connecting, so that the request follows the
+	// connection at once: the daemon, woken by the connection, finds the
+	// whole request there instead of waiting for it (one wake-up fewer).
+	if !NoInput(verb) {
 		o.ReadStdin = true
 		if o.Read, err = io.ReadAll(io.LimitReader(c.Stdin, MaxRequest+1)); err != nil {
 			return o
 		}
 	}
-	req := Request{Binary: c.Binary, Args: c.Args, Config: cfg, Dir: wd, Verb: verb, Write: Verbs[verb]}
-	w := bufio.NewWriterSize(conn, 64<<10)
-	if WriteJSON(w, req) != nil || WriteFrame(w, o.Read) != nil || w.Flush() != nil || conn.CloseWrite() != nil {
+	conn, err := dial(sock)
+	if err != nil {
+		return o // a stale socket, or not ours to use
+	}
+	defer conn.Close()
+	req := Request{Binary: c.Binary, Args: c.Args, Config: cfg, Dir: wd, Verb: verb}
+	if WriteRequest(conn, req, o.Read) != nil || conn.CloseWrite() != nil {
 		// The daemon runs nothing before it holds the whole request.
 		return o
 	}
-	r := bufio.NewReaderSize(conn, 64<<10)
+	// A small call's whole answer comes in one read of the socket.
+	r := &reader{conn: conn, buf: make([]byte, 0, 16<<10)}
 	status, err := r.ReadByte()
 	if err != nil || status != Accepted {
 		return o // died before taking it, declined, or refused us
 	}
-	var ans Answer
-	out, errOut, err := readAnswer(r, &ans)
+	code, out, errOut, err := ReadAnswer(r)
 	if err != nil {
-		if !req.Write {
+		if !write {
 			return o // a read runs again safely
 		}
 		fmt.Fprintf(c.Stderr, "%s: %s%s: unavailable: outcome unknown: the serve daemon at %s took the call and closed the connection before answering (%s); read the node before retrying\n",
@@ -114,23 +118,14 @@ func Forward(c Call) Outcome {
 		o.Handled, o.Code = true, PluginExitCode
 		return o
 	}
-	_, _ = c.Stdout.Write(out)
-	_, _ = c.Stderr.Write(errOut)
-	o.Handled, o.Code = true, ans.Code
+	if len(out) > 0 {
+		_, _ = c.Stdout.Write(out)
+	}
+	if len(errOut) > 0 {
+		_, _ = c.Stderr.Write(errOut)
+	}
+	o.Handled, o.Code = true, code
 	return o
-}
-
-func readAnswer(r io.Reader, ans *Answer) (stdout, stderr []byte, err error) {
-	if err = ReadJSON(r, ans); err != nil {
-		return nil, nil, err
-	}
-	if stdout, err = ReadFrame(r); err != nil {
-		return nil, nil, err
-	}
-	if stderr, err = ReadFrame(r); err != nil {
-		return nil, nil, err
-	}
-	return stdout, stderr, nil
 }
 
 // VerbOf finds the plugin verb of a command line: exactly one argument
@@ -155,7 +150,7 @@ func VerbOf(args []string) (verb, explicit string, ok bool) {
 			return "", "", false
 		}
 	}
-	_, ok = Verbs[verb]
+	_, ok = Write(verb)
 	return verb, explicit, ok
 }
 
@@ -186,7 +181,7 @@ func SocketPath(configFile, wd string) string {
 	dir := wd
 	if configFile != "" {
 		dir = filepath.Dir(configFile)
-		if data, err := os.ReadFile(configFile); err == nil {
+		if data, err := readConfig(configFile); err == nil {
 			if s := serveSocket(data); s != "" {
 				if filepath.IsAbs(s) {
 					return s

@@ -34,6 +34,10 @@ type Amount struct {
 type Change struct {
 	Mode    Mode
 	Objects map[string]Amount
+	// Unheld are the objects an absolute restore's snapshot has unheld:
+	// the restore leaves them unheld (it never makes an unheld object
+	// held again).
+	Unheld map[string]bool
 }
 
 // Write is everything one usage write's admission needs, read in the same
@@ -132,6 +136,9 @@ func Admit(w Write) (Outcome, error) {
 				}
 			}
 		}
+	}
+	if w.Change.Mode == Absolute && w.Restore {
+		w.giveBack(after, others)
 	}
 	if err := after.Validate(); err != nil {
 		return Outcome{}, err
@@ -289,13 +296,16 @@ func (w Write) absolute(after Objects, others map[string]Objects, id string, amt
 			}
 		}
 		obj.Bytes = amt.Bytes
+		if w.Restore && w.Change.Unheld[id] {
+			obj.Held = false
+		}
 		after[id] = obj
 		return nil
 	}
 	if attach || w.holder(others, id) != "" {
 		return w.attach(after, others, id, amt)
 	}
-	after[id] = Object{Pool: amt.Pool, Bytes: amt.Bytes, Held: true}
+	after[id] = Object{Pool: amt.Pool, Bytes: amt.Bytes, Held: !(w.Restore && w.Change.Unheld[id])}
 	return nil
 }
 
@@ -332,7 +342,7 @@ func (w Write) attach(after Objects, others map[string]Objects, id string, amt A
 	if from == "" {
 		if w.Restore && amt.Bytes > 0 {
 			// A restore recreates an object that exists nowhere.
-			after[id] = Object{Pool: amt.Pool, Bytes: amt.Bytes, Held: true}
+			after[id] = Object{Pool: amt.Pool, Bytes: amt.Bytes, Held: !w.Change.Unheld[id]}
 			return nil
 		}
 		return types.Errorf(types.NotFound, "object %s does not exist", id)
@@ -356,8 +366,49 @@ func (w Write) attach(after Objects, others map[string]Objects, id string, amt A
 	}
 	delete(others[from], id)
 	obj.Held = true
+	if !w.Restore {
+		obj.AttachedFrom = from
+	}
 	after[id] = obj
 	return nil
+}
+
+// Donors are the nodes an absolute restore of before may give attached
+// objects back to: the AttachedFrom of each object of before the change
+// drops. Their records are to be read into Others.
+func Donors(before Objects, c Change) []string {
+	if c.Mode != Absolute {
+		return nil
+	}
+	set := map[string]bool{}
+	for id, obj := range before {
+		if _, kept := c.Objects[id]; !kept && obj.AttachedFrom != "" {
+			set[obj.AttachedFrom] = true
+		}
+	}
+	return slices.Sorted(maps.Keys(set))
+}
+
+// giveBack undoes the attaches an absolute restore drops (core rolling
+// back the deploy that attached them): each object of Before the restore
+// dropped that was attached from another node goes back unheld to that
+// node's record when it is read in Others and has no such object, or else
+// stays here unheld. Its data and reservation are kept, and it can be
+// attached again.
+func (w Write) giveBack(after Objects, others map[string]Objects) {
+	for _, id := range w.Before.IDs() {
+		obj := w.Before[id]
+		if _, kept := after[id]; kept || obj.AttachedFrom == "" || w.holder(others, id) != "" {
+			continue
+		}
+		donor := obj.AttachedFrom
+		obj.Held, obj.AttachedFrom = false, ""
+		if d, ok := others[donor]; ok && donor != w.Node {
+			d[id] = obj
+			continue
+		}
+		after[id] = obj
+	}
 }
 
 // CheckAttach checks that this node may take the use right of object id,

@@ -99,6 +99,11 @@ type Object struct {
 	// command id. Both empty while no move is in progress.
 	MovingTo      string `json:"moving_to,omitempty"`
 	MoveCommandID string `json:"move_command_id,omitempty"`
+	// AttachedFrom is the node whose record the object was attached from
+	// (a failover): an absolute restore of this node that drops the object
+	// (core rolling the attaching deploy back) gives it back to that node,
+	// unheld, instead of deleting it. Empty for an object created here.
+	AttachedFrom string `json:"attached_from,omitempty"`
 }
 
 // Objects are a node's pool objects by id.

@@ -17,6 +17,8 @@ type MoveRequest struct {
 	// CommandID names the move: the same id resumes it.
 	CommandID string
 	Abort     bool
+	// Progress, when set, is called as the copy goes (move.Options).
+	Progress func(move.Progress)
 }
 
 // Move runs a move on this host, which is node Node and reaches both
@@ -148,7 +150,7 @@ func (a *Admin) Move(ctx context.Context, r MoveRequest) (pool.ObjectView, error
 	if _, err := step(pool.StartMove); err != nil {
 		return pool.ObjectView{}, err
 	}
-	if err := move.Copy(ctx, fromDecl.Path, toDecl.Path, r.Object, move.Options{}); err != nil {
+	if err := move.Copy(ctx, fromDecl.Path, toDecl.Path, r.Object, move.Options{Progress: r.Progress}); err != nil {
 		return pool.ObjectView{}, types.Wrap(types.Unavailable, err, "copying "+r.Object+" (run the same command again to resume, or --abort)")
 	}
 	if _, err := step(func(mr pool.MoveRequest) (pool.MoveOutcome, error) { return pool.SettleMove(mr, now) }); err != nil {

@@ -9,6 +9,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"regexp"
 	"strings"
 	"testing"
 
@@ -133,4 +134,42 @@ func TestTheReadmeInstallRunsOnABareHost(t *testing.T) {
 	require.NoError(t, json.Unmarshal([]byte(run("compute", "", "nodes", "get", "n1")), &v))
 	require.Contains(t, v.Resources, "storage", "compute sees what storage wrote: one store")
 	require.Contains(t, v.Resources, "compute")
+}
+
+// TestTheReadmePoolSessionRunsAsWritten runs "Operating pools" on the
+// embedded store: every command succeeds (the stale --if-version is
+// refused where the README says), the object fails over to n2 under n2's
+// path, moves to nfs1 with its data, and the counters never drift.
+func TestTheReadmePoolSessionRunsAsWritten(t *testing.T) {
+	dir := t.TempDir()
+	stdout, stderr := bash(t, dir, block(t, "pools"))
+	root := filepath.Join(dir, "eru-pools")
+	object := regexp.MustCompile(`(?m)^(v-[0-9a-f]{16}) +ceph-a +100 GiB +n1 +yes +AVAILABLE +-$`).FindStringSubmatch(stdout)
+	require.NotNil(t, object, "the placed object on n1:\n%s", stdout)
+	id := object[1]
+
+	require.Regexp(t, `(?m)^ceph-a +- +0 B +0 +0 +2 +no capacity$`, stdout, "a new pool has no capacity")
+	require.Regexp(t, `(?m)^CAPACITY +300 GiB$`, stdout)
+	require.Contains(t, stdout, "exit 5: read the version again\n")
+	require.Regexp(t, `(?m)^pool objects +1\npool +100 GiB$`, stdout, "the isolation released the object, still reserved")
+	require.Contains(t, stdout, `"`+root+"/mnt/n2/ceph-a/"+id+`:/data:rw:107374182400"`, "n2's engine gets the object under n2's path")
+	require.Regexp(t, `(?m)^`+id+` +ceph-a +100 GiB +n2 +yes +AVAILABLE +-$`, stdout)
+	require.Regexp(t, `(?m)^LOST VOLUMES +0$`, stdout)
+	require.Regexp(t, `(?m)^n1 +\S+/mnt/scratch +no +no \(lost\) +0$`, stdout)
+	require.Regexp(t, `(?m)^`+id+` +nfs1 +100 GiB +n2 +yes +AVAILABLE +-$`, stdout, "the move settled in nfs1")
+	require.Regexp(t, `(?m)^nfs1 +107374182400 +107374182400 +0 +1 +1$`, stdout, "check: no drift")
+	require.Regexp(t, `(?m)^ceph-a +0 +0 +0 +0 +0$`, stdout)
+
+	moved, err := os.Stat(filepath.Join(root, "mnt", "nfs1", id, "data"))
+	require.NoError(t, err)
+	require.Equal(t, int64(3<<20), moved.Size())
+	require.NoDirExists(t, filepath.Join(root, "mnt", "ceph", id), "the source copy is removed once the move settled")
+
+	lines := strings.Split(strings.TrimSpace(stderr), "\n")
+	for _, line := range lines {
+		ok := line == "storage: pools set-capacity: aborted: pool ceph-a is at version 1, not 0; read it again" ||
+			strings.HasPrefix(line, "storage: pools move "+id+": ")
+		require.True(t, ok, "unexpected stderr line %q", line)
+	}
+	require.Equal(t, "storage: pools move "+id+": 1/1 files, 3 MiB/3 MiB (100%)", lines[len(lines)-1])
 }

@@ -1,7 +1,6 @@
 package serve_test
 
 import (
-	"math/rand/v2"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -43,7 +42,7 @@ func TestADaemonKilledAtRandomLosesNoWriteAndAppliesNoneTwice(t *testing.T) {
 					switch {
 					case res.Code == 0:
 						acked.Add(1)
-					case strings.Contains(res.Stderr, "outcome unknown"):
+					case testenv.OutcomeUnknown(res):
 						unknown.Add(1)
 					default:
 						failed.Add(1)
@@ -54,23 +53,9 @@ func TestADaemonKilledAtRandomLosesNoWriteAndAppliesNoneTwice(t *testing.T) {
 		}
 		done := make(chan struct{})
 		go func() { wg.Wait(); close(done) }()
-		kills := 0
-		rng := rand.New(rand.NewPCG(uint64(time.Now().UnixNano()), 1))
-	loop:
-		for {
-			d := env.Serve(t, "")
-			select {
-			case <-done:
-				break loop
-			case <-time.After(time.Duration(20+rng.IntN(200)) * time.Millisecond):
-			}
-			d.Kill()
-			kills++
-			select {
-			case <-done:
-				break loop
-			case <-time.After(time.Duration(rng.IntN(50)) * time.Millisecond):
-			}
+		kills := env.KillDaemonAtRandom(t, uint64(time.Now().UnixNano()), done)
+		if d := env.Daemon(); d != nil {
+			d.Stop(t)
 		}
 		landed := (storedUsage(t, env) - before) >> 30
 		t.Logf("%s: %d writes, %d daemon kills: %d acknowledged, %d outcome unknown, %d refused; %d landed",

@@ -5,6 +5,7 @@ import (
 	"context"
 	"fmt"
 	"io"
+	"math/rand/v2"
 	"net"
 	"net/http"
 	"os"
@@ -23,11 +24,23 @@ import (
 
 // EnvServe, set to 1, makes every Env start a serve daemon in its plugin
 // folder, so that every call a suite makes is forwarded through it: the
-// same suites then prove that forwarded answers are the answers.
+// same suites then prove that forwarded answers are the answers. Set to
+// "kill", the daemon is also SIGKILLed at random moments and restarted
+// while a test's load runs (see Chaos): calls then run through it, locally
+// while it is down, or die with it ("outcome unknown").
 const EnvServe = "ERU_TEST_SERVE"
 
 // Serving reports whether suites run with a daemon per Env.
-func Serving() bool { return os.Getenv(EnvServe) == "1" }
+func Serving() bool { return os.Getenv(EnvServe) == "1" || Killing() }
+
+// Killing reports whether the daemons of the suite are killed at random.
+func Killing() bool { return os.Getenv(EnvServe) == "kill" }
+
+// OutcomeUnknown reports whether a call died with the daemon after the
+// daemon took it: a write that may or may not have landed.
+func OutcomeUnknown(res Result) bool {
+	return res.Code == 128 && strings.Contains(res.Stderr, ": unavailable: outcome unknown: the serve daemon")
+}
 
 // Daemon is a `storage serve` process started for a test.
 type Daemon struct {
@@ -79,20 +92,32 @@ func (e *Env) Serve(t testing.TB, httpAddr string) *Daemon {
 
 func (e *Env) startDaemon(t testing.TB, httpAddr string) (*Daemon, error) {
 	t.Helper()
+	d, err := e.launchDaemon(Bin(t, "storage"), httpAddr)
+	if d != nil {
+		t.Cleanup(func() {
+			d.Stop(t)
+			if m := answeredRe.FindStringSubmatch(d.Log()); m != nil {
+				t.Logf("serve daemon answered %s forwarded calls", m[1])
+			}
+		})
+	}
+	return d, err
+}
+
+// launchDaemon starts `storage serve` (the binary at bin) in the Env's
+// folder and waits until its socket answers; the caller stops it. It
+// touches no testing.T, so it may run on any goroutine.
+func (e *Env) launchDaemon(bin, httpAddr string) (*Daemon, error) {
 	d := &Daemon{Socket: filepath.Join(e.Dir, "eru-resources.sock"), HTTP: httpAddr, done: make(chan struct{})}
-	d.Cmd = exec.Command(Bin(t, "storage"), "serve")
+	d.Cmd = exec.Command(bin, "serve")
 	d.Cmd.Dir = e.Dir
 	d.Cmd.Env = append(os.Environ(), "ERU_RESOURCE_CONFIG_PATH=")
 	d.Cmd.Stdout = io.Discard
 	d.Cmd.Stderr = lockedWriter{d}
-	require.NoError(t, d.Cmd.Start())
+	if err := d.Cmd.Start(); err != nil {
+		return nil, err
+	}
 	go func() { _ = d.Cmd.Wait(); close(d.done) }()
-	t.Cleanup(func() {
-		d.Stop(t)
-		if m := answeredRe.FindStringSubmatch(d.Log()); m != nil {
-			t.Logf("serve daemon answered %s forwarded calls", m[1])
-		}
-	})
 	deadline := time.Now().Add(20 * time.Second)
 	for {
 		if c, err := net.Dial("unix", d.Socket); err == nil {
@@ -105,12 +130,87 @@ func (e *Env) startDaemon(t testing.TB, httpAddr string) (*Daemon, error) {
 		default:
 		}
 		if time.Now().After(deadline) {
-			return nil, fmt.Errorf("serve did not listen in 20s: %s", d.Log())
+			d.Kill()
+			return d, fmt.Errorf("serve did not listen in 20s: %s", d.Log())
 		}
 		time.Sleep(10 * time.Millisecond)
 	}
-	e.daemon = d
+	e.setDaemon(d)
 	return d, nil
+}
+
+func (e *Env) setDaemon(d *Daemon) {
+	e.daemonMu.Lock()
+	defer e.daemonMu.Unlock()
+	e.daemon = d
+}
+
+// KillDaemonAtRandom keeps a daemon answering for the Env until stop is
+// closed, SIGKILLing it at random moments (20 to 220 ms after it starts
+// answering) and starting it again after a random pause (up to 50 ms,
+// during which calls run in the binaries). It returns how many times it
+// killed it, and leaves a daemon running (Daemon) for the caller to stop.
+// It may run on any goroutine.
+func (e *Env) KillDaemonAtRandom(t testing.TB, seed uint64, stop <-chan struct{}) int {
+	bin := Bin(t, "storage")
+	rng := rand.New(rand.NewPCG(seed, 1))
+	kills := 0
+	running := func() bool {
+		if d := e.Daemon(); d != nil && !d.Exited() {
+			return true
+		}
+		if _, err := e.launchDaemon(bin, ""); err != nil {
+			t.Errorf("restarting the serve daemon after %d kills: %v", kills, err)
+			return false
+		}
+		return true
+	}
+	for running() {
+		select {
+		case <-stop:
+			return kills
+		case <-time.After(time.Duration(20+rng.IntN(200)) * time.Millisecond):
+		}
+		e.Daemon().Kill()
+		kills++
+		select {
+		case <-stop:
+			running()
+			return kills
+		case <-time.After(time.Duration(rng.IntN(50)) * time.Millisecond):
+		}
+	}
+	return kills
+}
+
+// Chaos, under ERU_TEST_SERVE=kill, kills the Env's daemon at random
+// moments (KillDaemonAtRandom) from now until the returned stop is called
+// (or the test ends); stop returns how many times, and leaves a daemon
+// answering. A test wraps the load it checks in it, so that its setup and
+// its final reads are not the ones to die with the daemon. Otherwise Chaos
+// does nothing and stop returns 0.
+func (e *Env) Chaos(t testing.TB) (stop func() int) {
+	if !Killing() {
+		return func() int { return 0 }
+	}
+	Bin(t, "storage") // built here: a failed build fails the test, not the goroutine
+	quit, done := make(chan struct{}), make(chan struct{})
+	kills := 0
+	go func() {
+		defer close(done)
+		kills = e.KillDaemonAtRandom(t, uint64(time.Now().UnixNano()), quit)
+	}()
+	var once sync.Once
+	stop = func() int {
+		once.Do(func() {
+			close(quit)
+			<-done
+			t.Logf("serve daemon killed %d times during the load", kills)
+		})
+		return kills
+	}
+	t.Cleanup(func() { stop() })
+	return stop
 }
 
 // Stop ends the daemon with SIGTERM and waits for it.
@@ -179,12 +279,24 @@ func (d *Daemon) Forwarded(t testing.TB) int {
 	return n
 }
 
-// Daemon is the daemon started for the Env, nil without one.
-func (e *Env) Daemon() *Daemon { return e.daemon }
+// Daemon is the daemon started for the Env (the latest), nil without one.
+func (e *Env) Daemon() *Daemon {
+	e.daemonMu.Lock()
+	defer e.daemonMu.Unlock()
+	return e.daemon
+}
 
 // serveIfAsked starts a daemon for the Env when the suite runs with
-// ERU_TEST_SERVE=1.
+// ERU_TEST_SERVE=1 or kill (a daemon Chaos restarts is stopped when the
+// test ends).
 func (e *Env) serveIfAsked(t testing.TB) {
+	if Killing() {
+		t.Cleanup(func() {
+			if d := e.Daemon(); d != nil {
+				d.Stop(t)
+			}
+		})
+	}
 	if !Serving() {
 		return
 	}

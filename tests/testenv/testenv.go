@@ -82,7 +82,9 @@ type Env struct {
 	DB     string // the embedded store's file
 	extra  string
 	budget time.Duration // etcd.call_timeout and embedded.lock_timeout; 0: the defaults
-	daemon *Daemon
+
+	daemonMu sync.Mutex // the daemon is restarted by another goroutine under ERU_TEST_SERVE=kill
+	daemon   *Daemon
 }
 
 var prefixes atomic.Int64

@@ -5,6 +5,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"os/exec"
 	"path/filepath"
 	"strings"
 	"testing"
@@ -20,12 +21,22 @@ import (
 // checked, and the report has one row per measure. The first run on a
 // machine also builds etcdctl into the user's cache (about half a minute).
 func TestQuickRunOnATinyCluster(t *testing.T) {
-	o := options{bin: filepath.Dir(testenv.Bin(t, "storage")), goBin: "go", args: []string{"bench", "-quick"}, quick: true}
+	bin := filepath.Dir(testenv.Bin(t, "storage"))
+	build := exec.Command("go", "build", "-o", filepath.Join(bin, frontName), "./cmd/forwarder")
+	build.Dir = testenv.Root()
+	out, err := build.CombinedOutput()
+	require.NoError(t, err, "%s", out)
+	o := options{bin: bin, goBin: "go", args: []string{"bench", "-quick"}, quick: true}
 	require.NoError(t, o.settle("20,60"))
 	o.pairs = 2
-	var out bytes.Buffer
-	require.NoError(t, run(context.Background(), o, &out, nil), out.String())
-	report := out.String()
+	var report bytes.Buffer
+	require.NoError(t, run(context.Background(), o, &report, nil), report.String())
+	require.Contains(t, report.String(), "- the serve daemon answered ")
+	checkReport(t, report.String())
+}
+
+func checkReport(t *testing.T, report string) {
+	t.Helper()
 	for _, row := range []string{
 		"| Go hello-world (floor) | `/bin/true` |",
 		"| `etcdctl get` of one key (floor) | `/bin/true` |",
@@ -38,10 +49,12 @@ func TestQuickRunOnATinyCluster(t *testing.T) {
 		"| `get-metrics`, 60 nodes | `etcdctl txn`",
 		"| capacity, 20 nodes sharing 10 pools | the same query without its pool volume |",
 		"| capacity of 20 nodes in a cluster of 60 | the same query in a cluster of 20 |",
+		"| `get-node-resource-info` forwarded (serve) | Go hello-world |",
+		"| `get-node-resource-info` forwarded (serve), against no daemon | the same call without a daemon |",
 	} {
 		require.Contains(t, report, row)
 	}
-	require.Equal(t, 11, strings.Count(report, "×** ["), "one row of ratios per measure:\n%s", report)
+	require.Equal(t, 13, strings.Count(report, "×** ["), "one row of ratios per measure:\n%s", report)
 	for _, line := range []string{"- load average at start: ", "- load average at end: ", "- cluster: 20 nodes", "- cluster: 60 nodes", "- cluster: 20 nodes sharing 10 pools", "- machine: "} {
 		require.Contains(t, report, line)
 	}

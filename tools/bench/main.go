@@ -122,6 +122,7 @@ type bench struct {
 	goVersion string    // of the toolchain that built the plugins
 	maxLoad   float64   // the highest 1-minute load average seen
 	progress  io.Writer // where to say what is being measured, or nil
+	served    *served   // the smallest cluster's folder with a serve daemon, nil without a front
 }
 
 func run(ctx context.Context, o options, w, progress io.Writer) error {
@@ -173,6 +174,15 @@ func run(ctx context.Context, o options, w, progress io.Writer) error {
 		return fmt.Errorf("loading %d nodes sharing %d pools: %w", o.nodes[0], benchPools, err)
 	}
 	fmt.Fprintf(w, "- cluster: %s\n", pooled.describe())
+	if b.served, err = b.serve(clusters[0]); err != nil {
+		return err
+	}
+	if b.served != nil {
+		fmt.Fprintf(w, "- serve: `storage serve` in a copy of the %s-node folder holding the front (%s) as storage and the full binary in libexec/\n", thousands(clusters[0].n), frontName)
+		defer func() { _, _ = b.served.stop() }()
+	} else {
+		fmt.Fprintf(w, "- serve: no %s beside the binaries (make front): the forwarded measures are not taken\n", frontName)
+	}
 	rssFloor, err := b.runner.run(command{argv: []string{b.trueBin}})
 	if err != nil {
 		return err
@@ -190,6 +200,16 @@ func run(ctx context.Context, o options, w, progress io.Writer) error {
 			return err
 		}
 		out.row(w)
+	}
+	if b.served != nil {
+		answered, err := b.served.stop()
+		if err != nil {
+			return err
+		}
+		if want := 2 * (o.pairs + 1); answered < want {
+			return fmt.Errorf("the serve daemon answered %d calls, fewer than the %d forwarded ones timed: some ran in the binary", answered, want)
+		}
+		fmt.Fprintf(w, "\n- the serve daemon answered %d forwarded calls\n", answered)
 	}
 	endLoad := b.sampleLoad()
 	fmt.Fprintf(w, "\n- load average at end: %s; highest 1-minute load seen: %.2f on %d CPUs\n", endLoad, b.maxLoad, runtime.NumCPU())
@@ -307,12 +327,11 @@ func (b *bench) sampleLoad() string {
 // measures is the table of what the bench times, one entry per figure
 // (issue 13's targets beside them).
 //
-// Figures of the serve daemon join this table as entries of their own once
-// the daemon exists (cmd/…/serve): a forwarded single-node call against the
-// Go hello-world and against the same call without the daemon, a capacity
-// query through the daemon against the same query without it, /metrics at
-// the largest size, and core's per-node get-metrics sweep through the
-// daemon against the same sweep without it. Each needs a step that starts
+// With a front beside the binaries (make front), a forwarded single-node
+// call through it is timed against the Go hello-world and against the same
+// call without the daemon (issue 15's targets). The daemon's other figures
+// (a capacity query through it, /metrics at the largest size, core's
+// per-node get-metrics sweep) can join the same way: a step that starts
 // nothing per run (the daemon is started once beside etcd) and a check.
 func (b *bench) measures(ctx context.Context, clusters []*cluster, pooled *cluster) ([]measure, error) {
 	small := clusters[0]
@@ -339,6 +358,17 @@ func (b *bench) measures(ctx context.Context, clusters []*cluster, pooled *clust
 			subject: b.verb(small, "get-node-resource-info", map[string]any{"nodename": info, "workloads_resource": []any{}}, nodeInfoOf(nodeIndex(info)))},
 		{name: "`set-node-resource-usage`, one write", floor: etcdPut, target: 1.0,
 			subject: b.alternatingWrite(small, write), undoes: true},
+	}
+	if b.served != nil {
+		req := map[string]any{"nodename": info, "workloads_resource": []any{}}
+		in, _ := json.Marshal(req)
+		forwarded := step{label: "`get-node-resource-info` through the front, forwarded",
+			cmd: fixed(command{argv: []string{b.served.front, "get-node-resource-info"}, dir: b.served.dir, stdin: in}), check: nodeInfoOf(nodeIndex(info))}
+		cold := b.verb(small, "get-node-resource-info", req, nodeInfoOf(nodeIndex(info)))
+		cold.label = "the same call without a daemon"
+		ms = append(ms,
+			measure{name: "`get-node-resource-info` forwarded (serve)", subject: forwarded, floor: hello, target: 1.5},
+			measure{name: "`get-node-resource-info` forwarded (serve), against no daemon", subject: forwarded, floor: cold, target: 0.3})
 	}
 	for _, c := range clusters {
 		floor := b.rangeFloor(c)

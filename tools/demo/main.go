@@ -2,7 +2,8 @@
 // embedded store — no etcd needed — printing every request and answer the
 // way core would exchange them: add nodes, ask capacity, deploy, commit
 // usage, realloc up and down, read diffs and fix them, metrics, overcommit,
-// and drain and retire a node.
+// drain and retire a node, and fail a workload over between two nodes
+// that share a storage pool.
 //
 //	go run ./tools/demo -bin ./bin
 package main
@@ -70,6 +71,20 @@ func (d *demo) op(binary string, args ...string) (json.RawMessage, error) {
 	}
 	fmt.Println(pretty(out))
 	return bytes.TrimSpace(out), nil
+}
+
+// opFail runs an operator command that must be refused, and shows why.
+func (d *demo) opFail(binary string, args ...string) error {
+	fmt.Printf("\n$ %s %s\n", binary, strings.Join(args, " "))
+	out, code, err := d.exec(binary, nil, args...)
+	if err != nil {
+		return err
+	}
+	if code == 0 {
+		return fmt.Errorf("%s %v should have been refused", binary, args)
+	}
+	fmt.Printf("(exit %d) %s", code, out)
+	return nil
 }
 
 func (d *demo) exec(binary string, stdin []byte, args ...string) ([]byte, int, error) {
@@ -232,8 +247,9 @@ func run(binDir string, keep bool) error {
 			_, err := d.op("storage", "nodes", "list", "-o", "table")
 			return err
 		},
-		d.serveStep,
 	}
+	steps = append(steps, d.poolSteps()...)
+	steps = append(steps, d.serveStep)
 	for _, step := range steps {
 		if err := step(); err != nil {
 			return err

@@ -55,6 +55,19 @@ func Plugins(root, out string) error {
 	return nil
 }
 
+// Front builds ./cmd/forwarder of the repository at root as out: the small
+// front that, installed under the plugins' names with the full binaries in
+// a libexec/ sub-folder, hands each call to a running serve daemon.
+func Front(root, out string) error {
+	cmd := exec.Command("go", "build", "-o", out, "./cmd/forwarder")
+	cmd.Dir = root
+	cmd.Env = mainModuleEnv()
+	if output, err := cmd.CombinedOutput(); err != nil {
+		return fmt.Errorf("go build ./cmd/forwarder in %s: %w\n%s", root, err, output)
+	}
+	return nil
+}
+
 // mainModuleEnv is this process's environment without anything that would
 // make the main module's build resolve or rewrite modules.
 func mainModuleEnv() []string {

@@ -34,11 +34,16 @@ import (
 )
 
 // Progress is how far a copy is: bytes of regular files done (skipped
-// complete files included) out of the total, and entries done.
+// complete files included) out of the total, regular files done out of
+// theirs, entries done, and the bytes of files an earlier, interrupted
+// run had already copied completely (skipped by this one).
 type Progress struct {
-	Bytes   int64
-	Total   int64
-	Entries int
+	Bytes      int64
+	Total      int64
+	Files      int
+	FilesTotal int
+	Entries    int
+	Resumed    int64
 }
 
 // Options tune a copy. Progress, when set, is called after every chunk
@@ -112,6 +117,9 @@ func Copy(ctx context.Context, from, to, id string, opt Options) error {
 			return err
 		}
 		c.progress.Entries++
+		if e.info.Mode().IsRegular() {
+			c.progress.Files++
+		}
 		c.report()
 	}
 	if err := c.prune(); err != nil {
@@ -214,6 +222,7 @@ func (c *copier) plan() error {
 		switch {
 		case info.Mode().IsRegular():
 			c.progress.Total += info.Size()
+			c.progress.FilesTotal++
 		case info.IsDir():
 		case info.Mode()&fs.ModeSymlink != 0:
 			if e.link, err = os.Readlink(path); err != nil {
@@ -274,6 +283,7 @@ func (c *copier) copyEntry(e entry) error {
 	default:
 		if exists && have.Mode().IsRegular() && have.Size() == e.info.Size() && have.ModTime().Equal(e.info.ModTime()) {
 			c.progress.Bytes += e.info.Size()
+			c.progress.Resumed += e.info.Size()
 			return nil
 		}
 		if exists && have.IsDir() {

@@ -183,6 +183,8 @@ func TestCopy(t *testing.T) {
 		last := seen[len(seen)-1]
 		require.Equal(t, last.Total, last.Bytes)
 		require.Equal(t, int64(3<<20+1<<20+11+9), last.Total)
+		require.Equal(t, Progress{Bytes: last.Total, Total: last.Total, Files: 5, FilesTotal: 5, Entries: 9}, last,
+			"five regular files, three directories and a symlink, nothing found from an earlier run")
 		for i := 1; i < len(seen); i++ {
 			require.GreaterOrEqual(t, seen[i].Bytes, seen[i-1].Bytes, "progress never goes back")
 		}
@@ -222,10 +224,12 @@ func TestCopy(t *testing.T) {
 		require.NoError(t, os.WriteFile(filepath.Join(partial, "big.bin"), []byte("truncated"), 0o600))
 		require.NoError(t, os.Chtimes(filepath.Join(partial, "big.bin"), old, old))
 		require.NoError(t, os.WriteFile(filepath.Join(partial, "stale"), []byte("not in the source"), 0o600))
-		var copied int64
-		require.NoError(t, Copy(context.Background(), from, to, obj, Options{Progress: func(p Progress) { copied = p.Bytes }}))
+		var last Progress
+		require.NoError(t, Copy(context.Background(), from, to, obj, Options{Progress: func(p Progress) { last = p }}))
 		require.Equal(t, snapshot(t, filepath.Join(from, obj)), snapshot(t, filepath.Join(to, obj)))
-		require.Equal(t, int64(3<<20+1<<20+11+9), copied)
+		require.Equal(t, int64(3<<20+1<<20+11+9), last.Bytes)
+		require.Equal(t, int64(11), last.Resumed, "only a.txt was complete; the truncated big.bin is copied again")
+		require.Equal(t, 5, last.Files)
 	})
 	t.Run("abort removes the partial copy and the scratch files", func(t *testing.T) {
 		from, to := pools(t)
