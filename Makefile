@@ -6,8 +6,13 @@ FUZZTIME ?= 5s
 
 .PHONY: build front demo test lint unit serve-suites conformance-serve conformance e2e chaos fuzz-short fuzz bench clean
 
+# The plugins run once per call, so they are built for a short start:
+# CGO_ENABLED=0 links them statically (with cgo, net makes them dynamic and
+# every call first runs the dynamic loader: ~10% of a one-node call's CPU,
+# BENCHMARKS.md), and urfave_cli_no_docs leaves out urfave/cli's markdown
+# and man-page generator, which no command uses.
 build:
-	$(GO) build -trimpath -tags urfave_cli_no_docs -ldflags '-s -w' -o $(BIN)/ ./cmd/storage ./cmd/compute
+	CGO_ENABLED=0 $(GO) build -trimpath -tags urfave_cli_no_docs -ldflags '-s -w' -o $(BIN)/ ./cmd/storage ./cmd/compute
 
 # The small front binaries of docs/serve.md: $(BIN)/front/storage and
 # compute forward each call to `storage serve` and exec the full binaries in
@@ -88,12 +93,13 @@ test:
 chaos:
 	CHAOS_WRITES=50000 CHAOS_SECONDS=1800 $(GO) test ./tests/chaos/ -run Chaos -v -count=1 -timeout 45m
 
-# Go benchmarks of the scheduler and the verbs, then whole processes against
+# Go benchmarks of the scheduler, the verbs and the serve daemon's cache and
+# scrape, then whole processes (with and without `storage serve`) against
 # an etcd the harness starts itself (etcdctl is built from the module proxy
 # once). See BENCHMARKS.md.
 BENCHRUNS ?= 15
-bench: front
-	$(GO) test -run '^$$' -bench . -benchmem ./storage/ ./overcommit/ ./cmd/... ./engine/
+bench: build
+	$(GO) test -run '^$$' -bench . -benchmem ./storage/ ./overcommit/ ./cmd/... ./engine/ ./serve/...
 	$(GO) run ./tools/bench -bin $(BIN) -runs $(BENCHRUNS)
 	$(GO) test -count=1 ./tests/serve -run TestAnElephantCannotStarveAMouse -isolation-full -v
 

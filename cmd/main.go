@@ -48,6 +48,9 @@ type Options struct {
 	// OpenStore, when set, replaces cfg.Open; the store it returns is
 	// closed after the command, so a shared one must ignore Close.
 	OpenStore func(ctx context.Context, cfg *config.Config, mode config.Mode) (store.Store, error)
+	// Snapshots, when set, is where the plugin verbs that read many nodes
+	// read, their records decoded already (engine.Snapshot).
+	Snapshots engine.SnapshotReader
 }
 
 // MainWith is Main with a process's own configuration and store.
@@ -236,8 +239,19 @@ func (r *runner) engine(cfg *config.Config, open func(context.Context, bool) (st
 	if !ok {
 		return nil, types.Errorf(types.Internal, "no resource is called %q", r.name)
 	}
-	return res.engine(setup{open: open, registered: registered(), policy: policy(cfg), maxDeploy: cfg.Scheduler.MaxDeployCount, log: log}), nil
+	return res.engine(setup{open: open, registered: registered(), policy: policy(cfg), maxDeploy: cfg.Scheduler.MaxDeployCount, log: log, snapshots: r.opts.Snapshots}), nil
 }
+
+// Engine is the verb engine of the binary name for a long-running process
+// (the serve daemon's /metrics): on cfg, reading many nodes from snapshots
+// and anything else from open.
+func Engine(name string, cfg *config.Config, open func(context.Context, bool) (store.Store, error), snapshots engine.SnapshotReader) (engine.Handlers, error) {
+	r := &runner{name: name, opts: Options{Config: cfg, Snapshots: snapshots}}
+	return r.engine(cfg, open, nil)
+}
+
+// Policy is the node registry's policy cfg sets.
+func Policy(cfg *config.Config) nodes.Policy { return policy(cfg) }
 
 // Errors carry how they are printed and what status they exit with.
 type (

@@ -18,6 +18,7 @@ type setup struct {
 	policy     nodes.Policy
 	maxDeploy  int
 	log        *slog.Logger
+	snapshots  engine.SnapshotReader
 }
 
 // resource is one resource this project ships: its name in core (the
@@ -27,6 +28,8 @@ type resource struct {
 	name    string
 	records nodes.Resource
 	engine  func(s setup) engine.Handlers
+	// decoder decodes its records ahead of reads (the serve daemon's cache).
+	decoder engine.Decoder
 }
 
 // resources are every resource plugin of the cluster.
@@ -35,9 +38,10 @@ func resources() []resource {
 		{
 			name:    "storage",
 			records: engine.Registered(storage.Rules{}),
+			decoder: engine.RecordDecoder(storage.Rules{}),
 			engine: func(s setup) engine.Handlers {
 				return &engine.Engine[*storage.Node, *storage.WorkloadRequest]{
-					Res: storage.Rules{}, Open: s.open, Resources: s.registered, Policy: s.policy, MaxDeploy: s.maxDeploy, Log: s.log,
+					Res: storage.Rules{}, Open: s.open, Resources: s.registered, Policy: s.policy, MaxDeploy: s.maxDeploy, Log: s.log, Snapshots: s.snapshots,
 					CapacityMetrics: []string{"storage_capacity", "storage_volume_capacity"},
 				}
 			},
@@ -45,9 +49,10 @@ func resources() []resource {
 		{
 			name:    "compute",
 			records: engine.Registered(overcommit.Rules{}),
+			decoder: engine.RecordDecoder(overcommit.Rules{}),
 			engine: func(s setup) engine.Handlers {
 				return &engine.Engine[*overcommit.Node, *overcommit.WorkloadRequest]{
-					Res: overcommit.Rules{}, Open: s.open, Resources: s.registered, Policy: s.policy, MaxDeploy: s.maxDeploy, Log: s.log,
+					Res: overcommit.Rules{}, Open: s.open, Resources: s.registered, Policy: s.policy, MaxDeploy: s.maxDeploy, Log: s.log, Snapshots: s.snapshots,
 					CapacityMetrics: []string{"compute_cpu_schedulable_millis", "compute_memory_schedulable_bytes"},
 				}
 			},
@@ -73,4 +78,14 @@ func lookupResource(name string) (resource, bool) {
 		}
 	}
 	return resource{}, false
+}
+
+// Decoders are how a cache decodes every resource's node records and the
+// registrations ahead of reads (see engine.Snapshot).
+func Decoders() []engine.Decoder {
+	out := []engine.Decoder{engine.RegistrationDecoder()}
+	for _, r := range resources() {
+		out = append(out, r.decoder)
+	}
+	return out
 }

@@ -28,6 +28,11 @@ type Engine[N any, W any] struct {
 	// still use; get-metrics reports them 0 for a node that may take no
 	// new work.
 	CapacityMetrics []string
+	// Snapshots, when set, is where the verbs that read many nodes and
+	// write nothing (get-nodes-deploy-capacity, get-most-idle-node,
+	// get-metrics) read, their records decoded already (snapshot.go): the
+	// serve daemon's watch cache. Nil: they read through Open.
+	Snapshots SnapshotReader
 }
 
 // log is the engine's logger, or one that discards.

@@ -2,6 +2,7 @@ package engine
 
 import (
 	"errors"
+	"fmt"
 	"slices"
 	"time"
 )
@@ -36,7 +37,28 @@ type Link struct {
 	Now      time.Time
 	// Get reads a linked key (or any key of the transaction).
 	Get func(string) ([]byte, bool)
+	// Named reports whether the transaction read key (Get of any other
+	// key fails the write).
+	Named func(key string) bool
+	// Scan reads every key under prefix now, outside the transaction: a
+	// way to find which records to link, never a read to decide on. Link
+	// names the records it found with MoreKeys, and decides on them once
+	// the transaction has read them.
+	Scan func(prefix string) (map[string][]byte, error)
 }
+
+// moreKeys is Link's answer when it needs records the transaction did not
+// read.
+type moreKeys struct{ keys []string }
+
+func (m *moreKeys) Error() string {
+	return fmt.Sprintf("engine: the write needs linked keys it did not read: %q", m.keys)
+}
+
+// MoreKeys is what Link returns when it found (by a Scan) records the
+// write must read and compare: the engine starts the attempt again with
+// them.
+func MoreKeys(keys ...string) error { return &moreKeys{keys: keys} }
 
 // errMoreKeys ends a transaction attempt that found linked keys it had not
 // read; the write starts again reading them too.

@@ -10,6 +10,7 @@ import (
 
 	"github.com/eru-extend/resources/nodes"
 	"github.com/eru-extend/resources/store"
+
 	"github.com/eru-extend/resources/types"
 )
 
@@ -47,24 +48,7 @@ func (e *Engine[N, W]) DeployCapacity(ctx context.Context, req *types.Request) (
 		draws = make([][]string, len(names))
 	}
 	var env Env
-	visit := func(i int, v *nodeView[N]) {
-		if why[i] = v.reg.Refusal(e.Policy); why[i] != "" || ctx.Err() != nil {
-			return
-		}
-		if apportions {
-			draws[i] = ap.Draws(v.rec, w)
-		}
-		// A node the plugin never saw is Empty: it takes whatever asks for
-		// nothing of this resource.
-		if caps[i] = e.Res.DeployCapacity(v.rec, w, env); caps[i].Capacity > 0 {
-			return
-		}
-		why[i] = "the node has no room for one workload of the request"
-		if !v.known {
-			why[i] = "the " + e.Res.Name() + " plugin has no record of the node"
-		}
-	}
-	err = e.readNodes(ctx, names, false, keys, prefixes, func(snap *store.Snapshot) error {
+	err = e.readMany(ctx, names, false, keys, prefixes, func(snap *store.Snapshot) error {
 		var err error
 		if env, err = e.env(snap.Get); err != nil {
 			return err
@@ -72,8 +56,28 @@ func (e *Engine[N, W]) DeployCapacity(ctx context.Context, req *types.Request) (
 		env.Ctx = ctx
 		share(env.Shared, snap, keys, prefixes)
 		return nil
-	}, func(idx []int, get func(string) ([]byte, bool)) error {
-		return e.each(names, idx, get, visit)
+	}, func(idx []int, read *manyRead[N]) error {
+		memo := ""
+		if read.snap != nil {
+			memo = capacityKey(req.WorkloadResource, env)
+		}
+		return e.eachOf(names, idx, read, func(i int, v *nodeView[N]) {
+			if why[i] = v.reg.Refusal(e.Policy); why[i] != "" || ctx.Err() != nil {
+				return
+			}
+			if apportions {
+				draws[i] = ap.Draws(v.rec, w, v.reg)
+			}
+			// A node the plugin never saw is Empty: it takes whatever asks
+			// for nothing of this resource.
+			if caps[i] = e.capacity(read, names[i], v, w, env, memo); caps[i].Capacity > 0 {
+				return
+			}
+			why[i] = "the node has no room for one workload of the request"
+			if !v.known {
+				why[i] = "the " + e.Res.Name() + " plugin has no record of the node"
+			}
+		})
 	})
 	if err != nil {
 		return nil, err
@@ -196,11 +200,11 @@ func (e *Engine[N, W]) MostIdle(ctx context.Context, req *types.Request) (any, e
 	recs := make([]*nodeView[N], len(names))
 	var env Env
 	var envErr error // answered by the resource's MostIdle when it asks
-	err := e.readNodes(ctx, names, false, nil, nil, func(snap *store.Snapshot) error {
+	err := e.readMany(ctx, names, false, nil, nil, func(snap *store.Snapshot) error {
 		env, envErr = e.env(snap.Get)
 		return nil
-	}, func(idx []int, get func(string) ([]byte, bool)) error {
-		return e.each(names, idx, get, func(i int, v *nodeView[N]) {
+	}, func(idx []int, read *manyRead[N]) error {
+		return e.eachOf(names, idx, read, func(i int, v *nodeView[N]) {
 			if why[i] = v.reg.Refusal(e.Policy); why[i] == "" && v.known {
 				recs[i] = v
 			}
@@ -252,19 +256,23 @@ func (e *Engine[N, W]) Metrics(ctx context.Context, req *types.Request) (any, er
 	}
 	samples := make([][]types.Metric, len(refs))
 	var env Env
+	var shared string
 	var failed error
 	var mu sync.Mutex
-	err := e.readNodes(ctx, uniq, true, nil, nil, func(snap *store.Snapshot) error {
+	err := e.readMany(ctx, uniq, true, nil, nil, func(snap *store.Snapshot) error {
 		var err error
-		env, err = e.env(snap.Get)
-		return err
-	}, func(idx []int, get func(string) ([]byte, bool)) error {
-		return e.each(uniq, idx, get, func(u int, v *nodeView[N]) {
+		if env, err = e.env(snap.Get); err != nil {
+			return err
+		}
+		shared = sharedKey(env)
+		return nil
+	}, func(idx []int, read *manyRead[N]) error {
+		return e.eachOf(uniq, idx, read, func(u int, v *nodeView[N]) {
 			if !v.known {
 				return
 			}
 			for _, i := range at[uniq[u]] {
-				m, err := e.sample(refs[i], v, env, get)
+				m, err := e.sampleOf(refs[i], v, env, read, shared)
 				if err != nil {
 					mu.Lock()
 					failed = cmp.Or(failed, err)
@@ -278,7 +286,11 @@ func (e *Engine[N, W]) Metrics(ctx context.Context, req *types.Request) (any, er
 	if err = cmp.Or(err, failed); err != nil {
 		return nil, err
 	}
-	out := []types.Metric{}
+	total := 0
+	for _, m := range samples {
+		total += len(m)
+	}
+	out := make([]types.Metric, 0, total)
 	for _, m := range samples {
 		out = append(out, m...)
 	}
@@ -288,7 +300,7 @@ func (e *Engine[N, W]) Metrics(ctx context.Context, req *types.Request) (any, er
 // sample is one node's metrics: the resource's, with the capacity
 // placement may still use at 0 when the node may take no new work, and
 // node_schedulable.
-func (e *Engine[N, W]) sample(ref types.NodeRef, v *nodeView[N], env Env, get func(string) ([]byte, bool)) ([]types.Metric, error) {
+func (e *Engine[N, W]) sample(ref types.NodeRef, v *nodeView[N], env Env, read *manyRead[N]) ([]types.Metric, error) {
 	out := e.Res.Metrics(ref.Podname, ref.Nodename, v.rec, env)
 	schedulable := v.reg.Refusal(e.Policy) == ""
 	if !schedulable {
@@ -298,7 +310,7 @@ func (e *Engine[N, W]) sample(ref types.NodeRef, v *nodeView[N], env Env, get fu
 			}
 		}
 	}
-	holds, err := nodes.Holds(ref.Nodename, e.Resources, get)
+	holds, err := e.holds(ref.Nodename, read)
 	if err != nil {
 		return nil, err
 	}
@@ -366,8 +378,10 @@ func (e *Engine[N, W]) readWith(ctx context.Context, node string, keys, prefixes
 // node's own limit is known.
 type Apportioner[N any, W any] interface {
 	PlacementReader[W]
-	// Draws names what a workload of w on this node draws on.
-	Draws(n N, w W) []string
+	// Draws names what a workload of w on this node draws on; reg is the
+	// node's registration (its last heartbeat's observation says which
+	// shared things the node reaches now).
+	Draws(n N, w W, reg *nodes.Entry) []string
 	// Apportion answers each node's capacity given its own limit (0 for a
 	// node left out) and what it draws on; env.Shared holds what
 	// PlacementReads named.

@@ -7,7 +7,8 @@
 //
 // Every verb is one row of the table in verbs.go; its handler lives in
 // nodeverbs.go (verbs that write one node) or placement.go (verbs that plan
-// or report). read.go holds the reads, write.go the transaction.
+// or report). read.go holds the reads, write.go the transaction, snapshot.go
+// the reads of records a cache decoded already (the serve daemon's).
 //
 // A resource (storage, compute) implements Resource; nothing in it knows of
 // the store, the registry or JSON on stdin.

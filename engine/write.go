@@ -9,6 +9,7 @@ import (
 
 	"github.com/eru-extend/resources/nodes"
 	"github.com/eru-extend/resources/store"
+	"github.com/eru-extend/resources/types"
 )
 
 // write runs fn on one node in a compare-and-swap transaction. fn returns
@@ -66,8 +67,27 @@ func (e *Engine[N, W]) writeAs(ctx context.Context, node string, mode writeMode[
 				if more = missing(keys, linked.LinkedKeys(node, v.rec, next)); len(more) > 0 {
 					return errMoreKeys
 				}
-				l := Link{Node: node, Verb: mode.verb, Delta: mode.delta, Isolated: v.reg.Isolated(), Retired: v.reg.Retired(), Now: now, Get: tx.Get}
+				l := Link{Node: node, Verb: mode.verb, Delta: mode.delta, Isolated: v.reg.Isolated(), Retired: v.reg.Retired(), Now: now, Get: tx.Get,
+					Named: func(k string) bool { return slices.Contains(keys, k) },
+					Scan: func(prefix string) (map[string][]byte, error) {
+						snap, err := s.Read(ctx, nil, []string{prefix})
+						if err != nil {
+							return nil, err
+						}
+						out := map[string][]byte{}
+						for _, it := range snap.Under(prefix) {
+							out[it.Key] = it.Value
+						}
+						return out, nil
+					}}
 				if next, puts, err = linked.Link(l, v.rec, next); err != nil {
+					var mk *moreKeys
+					if errors.As(err, &mk) {
+						if more = missing(keys, mk.keys); len(more) > 0 {
+							return errMoreKeys
+						}
+						return types.Wrap(types.Internal, err, "node "+node)
+					}
 					return err
 				}
 				if mode.answer != nil {

@@ -78,6 +78,12 @@ type nodeState struct {
 	virtual bool
 }
 
+// DecodeRegistration decodes a stored registration of node (node only names
+// it in the error), for a cache that decodes registrations ahead of reads.
+func DecodeRegistration(node string, data []byte) (*Registration, error) {
+	return decodeRegistration(node, data)
+}
+
 // decodeRegistration reads a stored registration.
 func decodeRegistration(node string, data []byte) (*Registration, error) {
 	if r, ok := decodeRegistrationFast(data); ok {

@@ -3,8 +3,10 @@
 // socket, from a linearizable watch cache of etcd (serve/cache), serves
 // Prometheus /metrics, health probes and the operator API over HTTP, and
 // pushes gauges to statsd. Every call runs through the same command tree as
-// an exec'd binary (cmd.MainWith), so its answer is the same bytes; the
-// daemon is never needed for correctness.
+// an exec'd binary (cmd.MainWith), so its answer is the same bytes, its
+// reads of many nodes taking the records the cache decoded; /metrics samples
+// the nodes through the plugins' engines directly. The daemon is never
+// needed for correctness.
 package serve
 
 import (
@@ -32,6 +34,7 @@ import (
 
 	"github.com/eru-extend/resources/cmd"
 	"github.com/eru-extend/resources/cmd/config"
+	"github.com/eru-extend/resources/engine"
 	"github.com/eru-extend/resources/flowcontrol"
 	"github.com/eru-extend/resources/flowcontrol/clock"
 	"github.com/eru-extend/resources/internal/forward"
@@ -65,8 +68,9 @@ type Daemon struct {
 	reloadMu sync.Mutex // one SIGHUP reload at a time
 	filesMu  sync.RWMutex
 
-	etcd  *etcdstore.Store // nil on the embedded store
-	cache *cache.Cache
+	etcd     *etcdstore.Store // nil on the embedded store
+	cache    *cache.Cache
+	decoders decoders
 
 	metrics *metrics
 
@@ -98,7 +102,7 @@ func New(ctx context.Context, name, wd string, cfg *config.Config, sc Config, lo
 			return nil, err
 		}
 	}
-	d := &Daemon{name: name, wd: wd, cfg: cfg, serve: sc, log: log, admit: admit, files: map[string]served{}}
+	d := &Daemon{name: name, wd: wd, cfg: cfg, serve: sc, log: log, admit: admit, files: map[string]served{}, decoders: cmd.Decoders()}
 	d.files[cfg.File] = stamp(cfg)
 	for _, b := range Binaries {
 		file, err := config.Resolve("", b, wd)
@@ -131,7 +135,7 @@ func New(ctx context.Context, name, wd string, cfg *config.Config, sc Config, lo
 			return nil, fmt.Errorf("etcd store of unexpected type %T", s)
 		}
 		d.etcd = es
-		d.cache = cache.New(es, cfg.Etcd.Prefix, sc.CacheWait)
+		d.cache = cache.New(es, cfg.Etcd.Prefix, sc.CacheWait, d.decoders.decode)
 	}
 	d.metrics = newMetrics(d)
 	if admit == nil {
@@ -245,12 +249,16 @@ func (d *Daemon) Answered() int64 { return d.answered.Load() }
 func (d *Daemon) Cache() *cache.Cache { return d.cache }
 
 // options are how the command tree runs in the daemon for cfg: reads on
-// st (the cache, shared, so Close is a no-op), writes on the etcd store
-// itself — a write's compare-and-swap is checked by etcd, so it gains
-// nothing from waiting for the watch — and, with no st, the embedded store
-// opened per call with its file lock, as an exec'd binary does.
+// st (the cache, shared, so Close is a no-op), the reads of many nodes from
+// the cache's decoded records, writes on the etcd store itself — a write's
+// compare-and-swap is checked by etcd, so it gains nothing from waiting for
+// the watch — and, with no st, the embedded store opened per call with its
+// file lock, as an exec'd binary does.
 func (d *Daemon) options(cfg *config.Config, st store.Store) cmd.Options {
 	opts := cmd.Options{Config: cfg}
+	if st != nil && st == store.Store(d.cache) {
+		opts.Snapshots = snapshots{d.cache}
+	}
 	if st != nil {
 		opts.OpenStore = func(_ context.Context, _ *config.Config, mode config.Mode) (store.Store, error) {
 			if (mode == config.Write || mode == config.WriteExisting) && d.etcd != nil && st == store.Store(d.cache) {
@@ -280,6 +288,18 @@ func (d *Daemon) linearizable() store.Store {
 		return nil
 	}
 	return d.cache
+}
+
+// snapshots are the cache's linearizable reads, records decoded, for the
+// engine.
+type snapshots struct{ c *cache.Cache }
+
+func (s snapshots) ReadSnapshot(ctx context.Context, keys []string) (engine.Snapshot, error) {
+	v, err := s.c.ReadSnapshot(ctx, keys)
+	if err != nil {
+		return nil, err
+	}
+	return v, nil
 }
 
 type noClose struct{ store.Store }

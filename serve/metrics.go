@@ -3,7 +3,6 @@ package serve
 import (
 	"bufio"
 	"context"
-	"encoding/json"
 	"fmt"
 	"io"
 	"net/http"
@@ -15,7 +14,9 @@ import (
 	"github.com/prometheus/common/expfmt"
 	"github.com/prometheus/common/model"
 
+	"github.com/eru-extend/resources/cmd"
 	"github.com/eru-extend/resources/cmd/config"
+	"github.com/eru-extend/resources/engine"
 	"github.com/eru-extend/resources/nodes"
 	"github.com/eru-extend/resources/store"
 	"github.com/eru-extend/resources/types"
@@ -55,6 +56,8 @@ func newMetrics(d *Daemon) *metrics {
 				func() float64 { return float64(c.Stats().Cached) }),
 			prometheus.NewCounterFunc(prometheus.CounterOpts{Name: "eru_serve_cache_reads_total", Help: "Linearizable reads answered from the cache.", ConstLabels: prometheus.Labels{"source": "etcd"}},
 				func() float64 { return float64(c.Stats().Direct) }),
+			prometheus.NewCounterFunc(prometheus.CounterOpts{Name: "eru_serve_store_reads_total", Help: "Read requests the daemon sent etcd: revision checks, direct reads and lists (a scrape sends none)."},
+				func() float64 { return float64(c.Stats().EtcdReads) }),
 		)
 	}
 	return m
@@ -181,11 +184,12 @@ type nodeStatus struct {
 	Status string `json:"status"`
 }
 
-// nodeSamples runs get-metrics for every node each plugin knows, and
-// `nodes list`, through the command tree on the cache as it is (the
-// embedded store is read as an exec'd binary would).
+// nodeSamples samples every node each plugin holds a record of, and every
+// node's status, from one view of the store: on etcd the cache as it stands
+// (a scrape needs no linearizability, and costs no store read), its records
+// decoded already; on the embedded store one read, as an exec'd binary's.
+// The plugins' engines sample the nodes directly, as get-metrics does.
 func (d *Daemon) nodeSamples(ctx context.Context) (*nodeSnapshot, error) {
-	var st store.Store
 	var rev int64
 	if d.cache != nil {
 		// An unchanged cache renders the same samples: reuse them.
@@ -195,71 +199,180 @@ func (d *Daemon) nodeSamples(ctx context.Context) (*nodeSnapshot, error) {
 		if d.samples != nil && d.samplesRev == rev && d.cache.Ready() {
 			return d.samples, nil
 		}
-		st = d.cache.Stale()
 	}
-	opts := d.options(d.cfg, st)
+	view, open, done, err := d.scrapeView(ctx)
+	if err != nil {
+		return nil, err
+	}
+	defer done()
 	out := &nodeSnapshot{descs: map[string]types.MetricDescription{}}
+	policy := cmd.Policy(d.cfg)
+	recorded := map[string][]string{} // plugin -> the keys of its records
 	for _, b := range Binaries {
-		code, stdout, _ := d.run(opts, b, []string{"get-metrics-description"}, nil)
-		var descs []types.MetricDescription
-		if code != 0 || json.Unmarshal(stdout, &descs) != nil {
-			continue
-		}
-		for _, ds := range descs {
-			out.descs[ds.Name] = ds
-		}
-		names, err := d.recordNames(ctx, st, b)
+		eng, err := cmd.Engine(b, d.cfg, open, fixedSnapshot{view})
 		if err != nil {
 			return nil, err
 		}
+		descs, err := eng.MetricsDescription(ctx, &types.Request{})
+		if err != nil {
+			return nil, err
+		}
+		for _, ds := range descs.([]types.MetricDescription) {
+			out.descs[ds.Name] = ds
+		}
+		prefix := nodes.RecordPrefix(b)
+		names := view.Under(prefix)
+		recorded[b] = names
 		if len(names) == 0 {
 			continue
 		}
 		refs := make([]types.NodeRef, len(names))
-		for i, n := range names {
-			refs[i] = types.NodeRef{Nodename: n}
+		for i, key := range names {
+			refs[i] = types.NodeRef{Nodename: key[len(prefix):]}
 		}
-		in, _ := json.Marshal(map[string]any{"nodes": refs})
-		code, stdout, stderr := d.run(opts, b, []string{"get-metrics"}, in)
-		var samples []types.Metric
-		if code != 0 || json.Unmarshal(stdout, &samples) != nil {
-			d.log.Warn("metrics: get-metrics failed", "plugin", b, "error", string(stderr))
+		samples, err := eng.Metrics(ctx, &types.Request{Nodes: refs})
+		if err != nil {
+			d.log.Warn("metrics: get-metrics failed", "plugin", b, "error", err.Error())
 			continue
 		}
-		out.samples = append(out.samples, samples...)
+		if out.samples == nil {
+			out.samples = samples.([]types.Metric) // most often the larger: no copy
+		} else {
+			out.samples = append(out.samples, samples.([]types.Metric)...)
+		}
 	}
-	code, stdout, _ := d.run(opts, d.name, []string{"nodes", "list", "-o", "json"}, nil)
-	var list struct {
-		Nodes []nodeStatus `json:"nodes"`
-	}
-	if code == 0 && json.Unmarshal(stdout, &list) == nil {
-		out.statuses = list.Nodes
-	}
+	out.statuses = statuses(view, recorded, policy, d.decoders)
 	if d.cache != nil {
 		d.samples, d.samplesRev = out, rev
 	}
 	return out, nil
 }
 
-// recordNames lists the nodes a plugin holds a record of.
-func (d *Daemon) recordNames(ctx context.Context, st store.Store, plugin string) ([]string, error) {
-	if st == nil {
-		s, err := d.cfg.Open(ctx, config.Read)
+// scrapeView is what a scrape reads: the cache as it stands, or one read
+// of the embedded store; open is the store the engines may open, and done
+// releases what the view holds.
+func (d *Daemon) scrapeView(ctx context.Context) (scrapeSource, func(context.Context, bool) (store.Store, error), func(), error) {
+	if d.cache != nil {
+		v, err := d.cache.StaleView(nil, []string{""})
 		if err != nil {
-			return nil, err
+			return nil, nil, nil, err
 		}
-		defer s.Close()
-		st = s
+		stale := d.cache.Stale()
+		return v, func(context.Context, bool) (store.Store, error) { return stale, nil }, func() {}, nil
 	}
-	prefix := nodes.RecordPrefix(plugin)
-	items, err := store.Range(ctx, st, prefix)
+	s, err := d.cfg.Open(ctx, config.Read)
 	if err != nil {
-		return nil, err
+		return nil, nil, nil, err
 	}
-	names := make([]string, 0, len(items))
-	for _, it := range items {
-		names = append(names, it.Key[len(prefix):])
+	snap, err := s.Read(ctx, nil, []string{""})
+	if err != nil {
+		_ = s.Close()
+		return nil, nil, nil, err
 	}
-	slices.Sort(names)
-	return names, nil
+	return storeView{snap}, func(context.Context, bool) (store.Store, error) { return noClose{s}, nil }, func() { _ = s.Close() }, nil
+}
+
+// scrapeSource is one view of the whole store.
+type scrapeSource interface {
+	engine.Snapshot
+	// Under answers the keys under prefix, ordered.
+	Under(prefix string) []string
+}
+
+// fixedSnapshot answers every read of a scrape from its one view.
+type fixedSnapshot struct{ v engine.Snapshot }
+
+func (f fixedSnapshot) ReadSnapshot(context.Context, []string) (engine.Snapshot, error) {
+	return f.v, nil
+}
+
+// storeView is a store read as a scrapeSource, nothing decoded ahead.
+type storeView struct{ *store.Snapshot }
+
+func (storeView) Decoded(string) (any, bool) { return nil, false }
+
+func (s storeView) Under(prefix string) []string {
+	items := s.Snapshot.Under(prefix)
+	out := make([]string, len(items))
+	for i, it := range items {
+		out[i] = it.Key
+	}
+	return out
+}
+
+// statuses is every node's status, as `nodes list` answers it: every node
+// registered or recorded by a plugin, in name order. A node one of whose
+// records cannot be decoded is left out (its get-metrics fails too).
+func statuses(view scrapeSource, recorded map[string][]string, p nodes.Policy, decs decoders) []nodeStatus {
+	names := map[string]bool{}
+	for _, k := range view.Under(nodes.RegistrationPrefix) {
+		names[k[len(nodes.RegistrationPrefix):]] = true
+	}
+	for _, b := range Binaries {
+		prefix := nodes.RecordPrefix(b)
+		for _, k := range recorded[b] {
+			names[k[len(prefix):]] = true
+		}
+	}
+	out := make([]nodeStatus, 0, len(names))
+	for _, n := range types.SortedKeys(names) {
+		entry := &nodes.Entry{}
+		if data, ok := view.Get(nodes.RegistrationKey(n)); ok {
+			d, _ := view.Decoded(nodes.RegistrationKey(n))
+			reg, ok := d.(*nodes.Registration)
+			if !ok {
+				var err error
+				if reg, err = nodes.DecodeRegistration(n, data); err != nil {
+					continue
+				}
+			}
+			entry.Reg = reg
+		}
+		_, entry.Live = view.Get(nodes.SessionKey(n))
+		holds, ok := holdsUsage(view, n, decs)
+		if !ok {
+			continue
+		}
+		out = append(out, nodeStatus{NodeID: n, Status: string(entry.Status(holds, p))})
+	}
+	return out
+}
+
+// holdsUsage reports whether any plugin's record of node holds usage; false
+// ok when a record cannot be decoded.
+func holdsUsage(view scrapeSource, node string, decs decoders) (holds, ok bool) {
+	for _, b := range Binaries {
+		key := nodes.RecordPrefix(b) + node
+		data, found := view.Get(key)
+		if !found {
+			continue
+		}
+		d, _ := view.Decoded(key)
+		rec, decoded := d.(*engine.DecodedRecord)
+		if !decoded {
+			if rec, decoded = decs.decode(key, data).(*engine.DecodedRecord); !decoded {
+				return false, false
+			}
+		}
+		holds = holds || !rec.Held.IsZero()
+	}
+	return holds, true
+}
+
+// decoders are how the daemon decodes stored values ahead of reads: every
+// plugin's node records and the registrations (cmd.Decoders).
+type decoders []engine.Decoder
+
+// decode is the cache's Decode: the value of key decoded, or nil.
+func (ds decoders) decode(key string, value []byte) any {
+	for _, d := range ds {
+		if strings.HasPrefix(key, d.Prefix) {
+			v, err := d.Decode(value)
+			if err != nil {
+				return nil
+			}
+			return v
+		}
+	}
+	return nil
 }

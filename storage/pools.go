@@ -3,6 +3,7 @@ package storage
 import (
 	"encoding/json"
 	"maps"
+	"slices"
 	"strings"
 
 	"github.com/eru-extend/resources/engine"
@@ -173,6 +174,9 @@ func (Rules) Link(l engine.Link, before, after *Node) (*Node, map[string][]byte,
 				holders[from] = h
 			}
 		}
+		if err := restoreHolders(l, before, after, holders); err != nil {
+			return nil, nil, err
+		}
 		next, admitted, err := admitPools(l, before, after, holders)
 		if err != nil {
 			return nil, nil, err
@@ -195,6 +199,91 @@ func (Rules) Link(l engine.Link, before, after *Node) (*Node, map[string][]byte,
 		puts[key] = data
 	}
 	return after, puts, nil
+}
+
+// restoreHolders adds to holders the records of the other nodes that keep
+// an object an absolute restore names and this node's record lacks (an
+// object attached elsewhere since the snapshot was taken). A scan finds
+// them; the transaction then reads and compares them, so the restore
+// neither puts one object in two records nor takes one from under another
+// node's workload (pool.Admit leaves a held object there and takes an
+// unheld one back). An object found nowhere is recreated.
+func restoreHolders(l engine.Link, before, after *Node, holders map[string]*Node) error {
+	ids := restoredIDs(before, after)
+	for id := range ids {
+		for _, h := range holders {
+			if _, ok := h.Usage.PoolObjects[id]; ok {
+				delete(ids, id)
+			}
+		}
+	}
+	if len(ids) == 0 || l.Scan == nil {
+		return nil
+	}
+	prefix := nodes.RecordPrefix("storage")
+	records, err := l.Scan(prefix)
+	if err != nil {
+		return err
+	}
+	var more []string
+	for _, key := range slices.Sorted(maps.Keys(records)) {
+		name, _ := strings.CutPrefix(key, prefix)
+		if name == l.Node || name == "" || strings.Contains(name, "/") || holders[name] != nil {
+			continue
+		}
+		if n, err := DecodeNode(records[key]); err != nil || !keepsAny(n, ids) {
+			continue
+		}
+		if !l.Named(key) {
+			more = append(more, key)
+			continue
+		}
+		data, ok := l.Get(key)
+		if !ok {
+			continue // gone since the scan: the compare on its absence holds
+		}
+		h, err := DecodeNode(data)
+		if err != nil {
+			return types.Wrap(types.DataLoss, err, "storage record of node "+name)
+		}
+		holders[name] = h
+	}
+	if len(more) > 0 {
+		return engine.MoreKeys(more...)
+	}
+	return nil
+}
+
+// restoredIDs are the objects an absolute restore names that the node's
+// record lacks.
+func restoredIDs(before, after *Node) map[string]bool {
+	ids := map[string]bool{}
+	switch pc := after.pending; {
+	case pc == nil:
+		for id := range after.Usage.PoolObjects {
+			ids[id] = true
+		}
+	case pc.restore && pc.change.Mode == pool.Absolute:
+		for id, a := range pc.change.Objects {
+			if a.Bytes > 0 {
+				ids[id] = true
+			}
+		}
+	}
+	for id := range before.Usage.PoolObjects {
+		delete(ids, id)
+	}
+	return ids
+}
+
+// keepsAny reports whether n's record keeps one of the objects ids.
+func keepsAny(n *Node, ids map[string]bool) bool {
+	for id := range n.Usage.PoolObjects {
+		if ids[id] {
+			return true
+		}
+	}
+	return false
 }
 
 // Release is an isolation's part of the node's pool objects: every object

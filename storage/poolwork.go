@@ -431,18 +431,26 @@ func (n *Node) usagePoolChange(request, resource, workloads json.RawMessage, cha
 }
 
 // unreachable is what a node draws on when a pool binding cannot go there
-// (no default pool, a pool it does not declare): it has no slot.
+// (no default pool, a pool it does not declare, an attachment its last
+// heartbeat found failing): it has no slot.
 const unreachable = ""
 
 // Draws are the pools a workload of w takes new objects from on this node.
-func (Rules) Draws(n *Node, w *WorkloadRequest) []string {
+// A pool whose path the node's last heartbeat found failing is
+// unreachable: calculate-deploy and the usage write would refuse it, so the
+// capacity query deals its slots to the other nodes.
+func (Rules) Draws(n *Node, w *WorkloadRequest, reg *nodes.Entry) []string {
+	var checks map[string]nodes.PoolCheck
+	if reg != nil && reg.Reg != nil && reg.Reg.Observation != nil {
+		checks = reg.Reg.Observation.Pools
+	}
 	var out []string
 	for _, b := range w.Pools {
 		if b.Object != "" {
 			continue
 		}
 		id, err := n.poolOf(b)
-		if err != nil {
+		if c, checked := checks[id]; err != nil || checked && !c.Available {
 			id = unreachable
 		}
 		out = append(out, id)

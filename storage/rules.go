@@ -221,9 +221,15 @@ func (Rules) Metrics(podname, nodename string, n *Node, _ types.Env) []types.Met
 	return out
 }
 
-// statsdName makes a name safe inside a dotted statsd key.
+// statsdName makes a name safe inside a dotted statsd key (a name without
+// a dot or a slash is returned as it is, without a copy).
 func statsdName(s string) string {
-	return strings.NewReplacer(".", "_", "/", "_").Replace(s)
+	return strings.Map(func(r rune) rune {
+		if r == '.' || r == '/' {
+			return '_'
+		}
+		return r
+	}, s)
 }
 
 // CheckShared: storage reads no shared keys.

@@ -19,9 +19,6 @@ import (
 // are refused. Exactly 10 objects land, the pool reserves their sum, and
 // `pools check` finds no drift.
 func TestPoolRaceManyDeploys(t *testing.T) {
-	if testing.Short() {
-		t.Skip("spawns hundreds of plugin processes")
-	}
 	run := func(t *testing.T, env *testenv.Env, procs int) {
 		nodes := []string{"n1", "n2", "n3", "n4"}
 		for _, n := range nodes {
@@ -88,6 +85,6 @@ func TestPoolRaceManyDeploys(t *testing.T) {
 		require.Equal(t, int64(10), v.Objects)
 		noDrift(t, env)
 	}
-	t.Run("on etcd, 8 processes through 4 nodes land exactly 10", func(t *testing.T) { run(t, testenv.NewEtcd(t), 8) })
-	t.Run("on the embedded store, 4 processes through 4 nodes land exactly 10", func(t *testing.T) { run(t, testenv.NewEmbedded(t), 4) })
+	t.Run("on etcd, 8 processes through 4 nodes land exactly 10 (4 under -short)", func(t *testing.T) { run(t, testenv.NewEtcd(t, raceBudget), sizes(8, 4)) })
+	t.Run("on the embedded store, 4 processes through 4 nodes land exactly 10", func(t *testing.T) { run(t, testenv.NewEmbedded(t, raceBudget), 4) })
 }

@@ -10,11 +10,12 @@ import (
 
 // poolRecord is a stored pool record, /pools/<id>.
 type poolRecord struct {
-	ID       string `json:"pool_id"`
-	Capacity *int64 `json:"capacity_bytes"`
-	Reserved int64  `json:"reserved_bytes"`
-	Version  int64  `json:"version"`
-	Objects  int64  `json:"object_count"`
+	ID       string  `json:"pool_id"`
+	Capacity *int64  `json:"capacity_bytes"`
+	Reserved int64   `json:"reserved_bytes"`
+	Version  int64   `json:"version"`
+	Objects  int64   `json:"object_count"`
+	LostAt   *string `json:"lost_at"`
 }
 
 // poolCapacity is the pool part of a node's stored capacity.

@@ -10,18 +10,24 @@
 // through this daemon or not. A read that cannot be served that way within
 // the configured wait goes to etcd. A compacted or broken watch re-lists and
 // resumes; until then every read goes to etcd, never to a cache with a gap.
+//
+// With a Decode function, each value is also decoded once, when the list or
+// the watch delivers it, and kept beside its bytes: a key's decoding is that
+// of its current modification revision, shared by every read (ReadSnapshot)
+// until the key changes again.
 package cache
 
 import (
 	"context"
 	"errors"
 	"fmt"
+	"runtime"
+	"slices"
 	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
 
-	"github.com/cornelk/hashmap"
 	clientv3 "go.etcd.io/etcd/client/v3"
 
 	"github.com/eru-extend/resources/store"
@@ -34,11 +40,18 @@ type Underlying interface {
 	Client() *clientv3.Client
 }
 
-// entry is one cached key.
+// entry is one cached key at one modification revision; it never changes
+// (a new revision is a new entry).
 type entry struct {
-	value  []byte
-	modRev int64
+	value   []byte
+	modRev  int64
+	decoded any // what Decode made of value; nil when it decodes nothing or failed
 }
+
+// Decode decodes the value of key ahead of reads; nil for a key it does not
+// decode, or a value it cannot (the reader then decodes the bytes itself and
+// reports the error). It must be safe for concurrent use.
+type Decode func(key string, value []byte) any
 
 // Stats are the cache's counters, for metrics.
 type Stats struct {
@@ -50,6 +63,9 @@ type Stats struct {
 	Keys         int
 	LastEtcdRev  int64 // the last current revision etcd told a read
 	ProgressReqs int64
+	// EtcdReads counts every read request the cache sent etcd: lists,
+	// revision checks and direct reads (not the watch's own stream).
+	EtcdReads int64
 }
 
 // Cache is a store.Store served from a watch of the prefix.
@@ -58,18 +74,21 @@ type Cache struct {
 	client *clientv3.Client
 	prefix string // etcd prefix, without the trailing slash
 	wait   time.Duration
+	decode Decode // nil: values are not decoded
 
 	// mu orders the watch's batches against readers: a reader holds it for
-	// reading while it copies keys, so it sees whole transactions only.
+	// reading while it copies keys, so it sees whole transactions only. As
+	// every access takes it, kv is a plain map (a lock-free map would buy
+	// nothing; see docs/serve.md for why not cornelk/hashmap).
 	mu      sync.RWMutex
-	kv      *hashmap.Map[string, *entry]
+	kv      map[string]*entry
 	applied atomic.Int64
 	ready   atomic.Bool
 	changed chan struct{} // closed and replaced whenever applied moves; under mu
 
 	lastProgress atomic.Int64 // unix nanos of the last progress request sent
 
-	restarts, direct, cached, progressReqs, lastEtcdRev atomic.Int64
+	restarts, direct, cached, progressReqs, lastEtcdRev, etcdReads atomic.Int64
 
 	// streamCtx carries the metadata of the watch's stream (leader
 	// required), so that progress requests reach that stream.
@@ -82,15 +101,16 @@ type Cache struct {
 // New starts a cache of everything under prefix (the configured etcd
 // prefix, e.g. "/eru-resources"). wait bounds how long a read waits for the
 // watch before it reads etcd directly. Close stops the watch; it does not
-// close under.
-func New(under Underlying, prefix string, wait time.Duration) *Cache {
+// close under. decode, when not nil, decodes each value as it arrives.
+func New(under Underlying, prefix string, wait time.Duration, decode Decode) *Cache {
 	ctx, cancel := context.WithCancel(context.Background())
 	c := &Cache{
 		under:   under,
 		client:  under.Client(),
 		prefix:  strings.TrimSuffix(prefix, "/"),
 		wait:    wait,
-		kv:      hashmap.New[string, *entry](),
+		decode:  decode,
+		kv:      map[string]*entry{},
 		changed: make(chan struct{}),
 		cancel:  cancel,
 		done:    make(chan struct{}),
@@ -115,11 +135,12 @@ func (c *Cache) Ready() bool { return c.ready.Load() }
 // Stats reports the cache's counters.
 func (c *Cache) Stats() Stats {
 	c.mu.RLock()
-	keys := c.kv.Len()
+	keys := len(c.kv)
 	c.mu.RUnlock()
 	return Stats{
 		Applied: c.applied.Load(), Restarts: c.restarts.Load(), Direct: c.direct.Load(), Cached: c.cached.Load(),
 		Ready: c.ready.Load(), Keys: keys, LastEtcdRev: c.lastEtcdRev.Load(), ProgressReqs: c.progressReqs.Load(),
+		EtcdReads: c.etcdReads.Load(),
 	}
 }
 
@@ -156,17 +177,32 @@ func (c *Cache) run(ctx context.Context) {
 	}
 }
 
-// list reads the whole prefix and replaces the cache with it.
+// list reads the whole prefix and replaces the cache with it. A key still
+// at the revision the cache held keeps its decoding; the others are decoded
+// over every CPU.
 func (c *Cache) list(ctx context.Context) (int64, error) {
 	lctx, cancel := context.WithTimeout(ctx, 30*time.Second)
 	defer cancel()
+	c.etcdReads.Add(1)
 	resp, err := c.client.Get(lctx, c.prefix+"/", clientv3.WithPrefix())
 	if err != nil {
 		return 0, err
 	}
-	kv := hashmap.NewSized[string, *entry](uintptr(max(len(resp.Kvs)*2, 64)))
-	for _, it := range resp.Kvs {
-		kv.Set(strings.TrimPrefix(string(it.Key), c.prefix), &entry{value: it.Value, modRev: it.ModRevision})
+	entries := make([]*entry, len(resp.Kvs))
+	keys := make([]string, len(resp.Kvs))
+	old := c.current()
+	parallel(len(resp.Kvs), func(i int) {
+		it := resp.Kvs[i]
+		keys[i] = strings.TrimPrefix(string(it.Key), c.prefix)
+		if e, ok := old[keys[i]]; ok && e.modRev == it.ModRevision {
+			entries[i] = e
+			return
+		}
+		entries[i] = c.entry(keys[i], it.Value, it.ModRevision)
+	})
+	kv := make(map[string]*entry, len(entries))
+	for i, e := range entries {
+		kv[keys[i]] = e
 	}
 	c.mu.Lock()
 	c.kv = kv
@@ -174,6 +210,44 @@ func (c *Cache) list(ctx context.Context) (int64, error) {
 	c.ready.Store(true)
 	c.mu.Unlock()
 	return resp.Header.Revision, nil
+}
+
+// current is the map the cache serves; only the watch's goroutine, which
+// alone changes it, may read it without the lock.
+func (c *Cache) current() map[string]*entry {
+	c.mu.RLock()
+	defer c.mu.RUnlock()
+	return c.kv
+}
+
+// entry makes the cached entry of key at a revision, decoded.
+func (c *Cache) entry(key string, value []byte, modRev int64) *entry {
+	e := &entry{value: value, modRev: modRev}
+	if c.decode != nil {
+		e.decoded = c.decode(key, value)
+	}
+	return e
+}
+
+// parallel calls fn(i) for every i below n, over the CPUs when n is large.
+func parallel(n int, fn func(i int)) {
+	workers := min(runtime.GOMAXPROCS(0), n/256)
+	if workers <= 1 {
+		for i := range n {
+			fn(i)
+		}
+		return
+	}
+	var next atomic.Int64
+	var wg sync.WaitGroup
+	for range workers {
+		wg.Go(func() {
+			for i := int(next.Add(1) - 1); i < n; i = int(next.Add(1) - 1) {
+				fn(i)
+			}
+		})
+	}
+	wg.Wait()
 }
 
 // advance records that the cache has applied rev; with reset it may move
@@ -197,20 +271,30 @@ func (c *Cache) watch(ctx context.Context, rev int64) {
 			c.ready.Store(false)
 			return
 		}
-		c.mu.Lock()
 		if resp.IsProgressNotify() {
 			// Sent only once every event up to the header has been sent.
+			c.mu.Lock()
 			c.advance(resp.Header.Revision, false)
 			c.mu.Unlock()
 			continue
 		}
+		// Decode before taking the lock: readers wait for the batch only
+		// while it is applied.
+		keys := make([]string, len(resp.Events))
+		entries := make([]*entry, len(resp.Events))
+		for i, ev := range resp.Events {
+			keys[i] = strings.TrimPrefix(string(ev.Kv.Key), c.prefix)
+			if ev.Type != clientv3.EventTypeDelete {
+				entries[i] = c.entry(keys[i], ev.Kv.Value, ev.Kv.ModRevision)
+			}
+		}
+		c.mu.Lock()
 		last := int64(0)
-		for _, ev := range resp.Events {
-			key := strings.TrimPrefix(string(ev.Kv.Key), c.prefix)
-			if ev.Type == clientv3.EventTypeDelete {
-				c.kv.Del(key)
+		for i, ev := range resp.Events {
+			if entries[i] == nil {
+				delete(c.kv, keys[i])
 			} else {
-				c.kv.Set(key, &entry{value: ev.Kv.Value, modRev: ev.Kv.ModRevision})
+				c.kv[keys[i]] = entries[i]
 			}
 			last = ev.Kv.ModRevision
 		}
@@ -225,6 +309,7 @@ func (c *Cache) watch(ctx context.Context, rev int64) {
 // currentRevision asks etcd for its current revision with one small
 // linearizable read.
 func (c *Cache) currentRevision(ctx context.Context) (int64, error) {
+	c.etcdReads.Add(1)
 	resp, err := c.client.Get(ctx, c.prefix+"/", clientv3.WithCountOnly())
 	if err != nil {
 		return 0, err
@@ -269,23 +354,127 @@ func (c *Cache) await(ctx context.Context, rev int64, asked time.Time) bool {
 // Read implements store.Store: linearizable, from memory when the watch is
 // current, else from etcd.
 func (c *Cache) Read(ctx context.Context, keys []string, prefixes []string) (*store.Snapshot, error) {
+	if !c.linearizable(ctx) {
+		return c.readDirect(ctx, keys, prefixes)
+	}
+	return c.snapshot(keys, prefixes), nil
+}
+
+// linearizable waits until the cache may answer a read that began now:
+// false when the read must go to etcd instead.
+func (c *Cache) linearizable(ctx context.Context) bool {
 	if !c.ready.Load() {
-		c.direct.Add(1)
-		return c.under.Read(ctx, keys, prefixes)
+		return false
 	}
 	rev, err := c.currentRevision(ctx)
 	asked := time.Now()
 	if err != nil {
-		c.direct.Add(1)
-		return c.under.Read(ctx, keys, prefixes) // reports etcd's failure as the store does
+		return false // the direct read reports etcd's failure as the store does
 	}
 	c.lastEtcdRev.Store(rev)
 	if !c.await(ctx, rev, asked) {
-		c.direct.Add(1)
-		return c.under.Read(ctx, keys, prefixes)
+		return false
 	}
 	c.cached.Add(1)
-	return c.snapshot(keys, prefixes), nil
+	return true
+}
+
+func (c *Cache) readDirect(ctx context.Context, keys []string, prefixes []string) (*store.Snapshot, error) {
+	c.direct.Add(1)
+	c.etcdReads.Add(1)
+	return c.under.Read(ctx, keys, prefixes)
+}
+
+// View is one consistent read of the cache: the entries of the keys asked
+// for, at one revision, with their decodings. Later watch events do not
+// change it.
+type View struct {
+	Revision int64
+	items    map[string]*entry
+}
+
+// Get answers the value of key.
+func (v *View) Get(key string) ([]byte, bool) {
+	e, ok := v.items[key]
+	if !ok {
+		return nil, false
+	}
+	return e.value, true
+}
+
+// Decoded answers what the cache's Decode made of key's value; false when
+// the key is absent or was not decoded.
+func (v *View) Decoded(key string) (any, bool) {
+	e, ok := v.items[key]
+	if !ok || e.decoded == nil {
+		return nil, false
+	}
+	return e.decoded, true
+}
+
+// Under answers the keys of the view under prefix, ordered.
+func (v *View) Under(prefix string) []string {
+	var out []string
+	for k := range v.items {
+		if strings.HasPrefix(k, prefix) {
+			out = append(out, k)
+		}
+	}
+	slices.Sort(out)
+	return out
+}
+
+// ReadSnapshot reads keys as Read does (linearizable; from etcd, and then
+// undecoded, when the cache cannot answer in time), as a View.
+func (c *Cache) ReadSnapshot(ctx context.Context, keys []string) (*View, error) {
+	if !c.linearizable(ctx) {
+		snap, err := c.readDirect(ctx, keys, nil)
+		if err != nil {
+			return nil, err
+		}
+		v := &View{Revision: snap.Revision, items: make(map[string]*entry, len(snap.Items))}
+		for k, it := range snap.Items {
+			v.items[k] = &entry{value: it.Value, modRev: it.ModRevision}
+		}
+		return v, nil
+	}
+	return c.view(keys, nil), nil
+}
+
+// StaleView reads keys and every key under prefixes from memory as the
+// cache stands, without asking etcd: for metrics, which need no
+// linearizability and must cost no store read.
+func (c *Cache) StaleView(keys, prefixes []string) (*View, error) {
+	if !c.ready.Load() {
+		return nil, errNotSynced
+	}
+	return c.view(keys, prefixes), nil
+}
+
+var errNotSynced = errors.New("cache: not synced with etcd")
+
+// view copies the entries of keys and prefixes out of the cache at one
+// revision (entries never change, so copying the pointers is enough).
+func (c *Cache) view(keys, prefixes []string) *View {
+	c.mu.RLock()
+	defer c.mu.RUnlock()
+	v := &View{Revision: c.applied.Load(), items: make(map[string]*entry, len(keys))}
+	for _, k := range keys {
+		if e, ok := c.kv[k]; ok {
+			v.items[k] = e
+		}
+	}
+	if len(prefixes) > 0 {
+		for k, e := range c.kv {
+			for _, p := range prefixes {
+				if strings.HasPrefix(k, p) {
+					v.items[k] = e
+					break
+				}
+			}
+		}
+	}
+	return v
 }
 
 // Stale is a view of the cache that answers reads from memory as they are,
@@ -297,7 +486,7 @@ type stale struct{ c *Cache }
 
 func (s stale) Read(_ context.Context, keys []string, prefixes []string) (*store.Snapshot, error) {
 	if !s.c.ready.Load() {
-		return nil, errors.New("cache: not synced with etcd")
+		return nil, errNotSynced
 	}
 	return s.c.snapshot(keys, prefixes), nil
 }
@@ -311,20 +500,19 @@ func (c *Cache) snapshot(keys []string, prefixes []string) *store.Snapshot {
 	defer c.mu.RUnlock()
 	snap := &store.Snapshot{Revision: c.applied.Load(), Items: make(map[string]store.Item, len(keys))}
 	for _, k := range keys {
-		if e, ok := c.kv.Get(k); ok {
+		if e, ok := c.kv[k]; ok {
 			snap.Items[k] = store.Item{Key: k, Value: e.value, ModRevision: e.modRev}
 		}
 	}
 	if len(prefixes) > 0 {
-		c.kv.Range(func(k string, e *entry) bool {
+		for k, e := range c.kv {
 			for _, p := range prefixes {
 				if strings.HasPrefix(k, p) {
 					snap.Items[k] = store.Item{Key: k, Value: e.value, ModRevision: e.modRev}
 					break
 				}
 			}
-			return true
-		})
+		}
 	}
 	return snap
 }

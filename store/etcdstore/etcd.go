@@ -10,7 +10,6 @@ import (
 	"crypto/tls"
 	"errors"
 	"fmt"
-	"io"
 	"math/rand/v2"
 	"strings"
 	"sync"
@@ -20,6 +19,7 @@ import (
 	"go.etcd.io/etcd/client/pkg/v3/transport"
 	clientv3 "go.etcd.io/etcd/client/v3"
 	"go.uber.org/zap"
+	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/connectivity"
 	"google.golang.org/grpc/grpclog"
@@ -63,7 +63,7 @@ var quietGRPC sync.Once
 // only be set while no grpc code runs.
 func QuietGRPC() {
 	quietGRPC.Do(func() {
-		grpclog.SetLoggerV2(grpclog.NewLoggerV2(io.Discard, io.Discard, io.Discard))
+		grpclog.SetLoggerV2(silentLogger{})
 	})
 }
 
@@ -85,6 +85,9 @@ func Open(ctx context.Context, cfg Config) (*Store, error) {
 		Password:    cfg.Password,
 		Logger:      zap.NewNop(),
 		Context:     ctx,
+		// A call's transaction and lease grant skip the protobuf
+		// runtime's first-use setup (see wireCodec).
+		DialOptions: []grpc.DialOption{grpc.WithDefaultCallOptions(grpc.ForceCodecV2(newWireCodec()))},
 	}
 	if cfg.CA != "" || cfg.Cert != "" || cfg.Key != "" {
 		info := transport.TLSInfo{CertFile: cfg.Cert, KeyFile: cfg.Key, TrustedCAFile: cfg.CA}

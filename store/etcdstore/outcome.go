@@ -10,6 +10,7 @@ import (
 	"sync"
 	"time"
 
+	pb "go.etcd.io/etcd/api/v3/etcdserverpb"
 	"go.etcd.io/etcd/api/v3/v3rpc/rpctypes"
 	clientv3 "go.etcd.io/etcd/client/v3"
 
@@ -141,22 +142,22 @@ func (sc *scope) Commit(ctx context.Context, conds []store.Cond, ops []store.Op,
 	sc.attempts++
 	marker := fmt.Sprintf("%s%s%x.%d", s.prefix, markerPrefix, int64(sc.lease), sc.attempts)
 
-	cmps := make([]clientv3.Cmp, 0, len(conds)+1)
+	cmps := make([]*pb.Compare, 0, len(conds)+1)
 	for _, c := range conds {
 		key := s.prefix + c.Key
 		if c.ModRevision == 0 {
-			cmps = append(cmps, clientv3.Compare(clientv3.CreateRevision(key), "=", 0))
+			cmps = append(cmps, absent(key))
 		} else {
-			cmps = append(cmps, clientv3.Compare(clientv3.ModRevision(key), "=", c.ModRevision))
+			cmps = append(cmps, modRevisionIs(key, c.ModRevision))
 		}
 	}
-	cmps = append(cmps, clientv3.Compare(clientv3.CreateRevision(marker), "=", 0))
-	then := make([]clientv3.Op, 0, len(ops)+1)
+	cmps = append(cmps, absent(marker))
+	then := make([]*pb.RequestOp, 0, len(ops)+1)
 	for _, op := range ops {
 		key := s.prefix + op.Key
 		switch {
 		case op.Delete:
-			then = append(then, clientv3.OpDelete(key))
+			then = append(then, deleteOp(key))
 		case op.TTL > 0:
 			secs := int64(math.Ceil(op.TTL.Seconds()))
 			cctx, cancel := s.bound(ctx)
@@ -165,16 +166,16 @@ func (sc *scope) Commit(ctx context.Context, conds []store.Cond, ops []store.Op,
 			if err != nil {
 				return nil, s.fail(err)
 			}
-			then = append(then, clientv3.OpPut(key, string(op.Value), clientv3.WithLease(lease.ID)))
+			then = append(then, putOp(key, op.Value, lease.ID))
 		default:
-			then = append(then, clientv3.OpPut(key, string(op.Value)))
+			then = append(then, putOp(key, op.Value, clientv3.NoLease))
 		}
 	}
-	then = append(then, clientv3.OpPut(marker, landed, clientv3.WithLease(sc.lease)))
-	var reread []clientv3.Op
+	then = append(then, putOp(marker, []byte(landed), sc.lease))
+	var reread []*pb.RequestOp
 	if len(keys) <= MaxTxnOps {
 		for _, k := range keys {
-			reread = append(reread, clientv3.OpGet(s.prefix+k))
+			reread = append(reread, getOp(s.prefix+k))
 		}
 	}
 	// The attempt may run to the call's deadline: when the attempts' time
@@ -187,7 +188,7 @@ func (sc *scope) Commit(ctx context.Context, conds []store.Cond, ops []store.Op,
 	defer wg.Wait()
 	defer cancel()
 	wg.Go(func() {
-		resp, err := s.client.Txn(tctx).If(cmps...).Then(then...).Else(reread...).Commit()
+		resp, err := s.commitTxn(tctx, &pb.TxnRequest{Compare: cmps, Success: then, Failure: reread})
 		attempt <- answer{resp, err}
 	})
 	var a answer
@@ -215,6 +216,9 @@ func (sc *scope) Commit(ctx context.Context, conds []store.Cond, ops []store.Op,
 	case is(err, rpctypes.ErrLeaseNotFound, rpctypes.ErrGRPCLeaseNotFound):
 		return nil, types.Wrap(types.Unavailable, errors.New("the write reached etcd after its guard lease had expired and was not applied"), "etcd "+s.endpoint)
 	case refused(err):
+		if big := refusedSize(s.endpoint, err, shapeOf(s.prefix, conds, ops)); big != nil {
+			return nil, big
+		}
 		return nil, s.fail(err)
 	}
 	return nil, sc.resolve(marker, err, nil)
@@ -265,11 +269,11 @@ func (sc *scope) resolve(marker string, lost error, attempt <-chan answer) error
 		tctx, cancel := context.WithTimeout(sc.rctx, try)
 		fence := make(chan answer, 1)
 		go func() {
-			resp, err := s.client.Txn(tctx).
-				If(clientv3.Compare(clientv3.CreateRevision(marker), "=", 0)).
-				Then(clientv3.OpPut(marker, fenced, clientv3.WithLease(sc.lease))).
-				Else(clientv3.OpGet(marker)).
-				Commit()
+			resp, err := s.commitTxn(tctx, &pb.TxnRequest{
+				Compare: []*pb.Compare{absent(marker)},
+				Success: []*pb.RequestOp{putOp(marker, []byte(fenced), sc.lease)},
+				Failure: []*pb.RequestOp{getOp(marker)},
+			})
 			fence <- answer{resp, err}
 		}()
 		var f answer

@@ -19,6 +19,13 @@ import (
 	"github.com/eru-extend/resources/store/etcdstore"
 )
 
+// The limits of one transaction on a default etcd server (--max-txn-ops,
+// --max-request-bytes), which every test server enforces.
+const (
+	MaxTxnOps       = etcdstore.MaxTxnOps
+	MaxRequestBytes = 1536 * 1024
+)
+
 // Etcd is an etcd server for tests.
 type Etcd struct {
 	Endpoint string
@@ -64,6 +71,10 @@ func StartEtcd(dir string, tune func(*embed.Config)) (*Etcd, error) {
 	cfg.ListenPeerUrls = []url.URL{*peer}
 	cfg.AdvertisePeerUrls = []url.URL{*peer}
 	cfg.InitialCluster = cfg.Name + "=" + peer.String()
+	// etcd's own limits per transaction, pinned so that a write above them
+	// fails here as it would on a default server.
+	cfg.MaxTxnOps = MaxTxnOps
+	cfg.MaxRequestBytes = MaxRequestBytes
 	if tune != nil {
 		tune(cfg)
 	}

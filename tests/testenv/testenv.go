@@ -101,12 +101,21 @@ func WithConfig(yaml string) Option { return func(e *Env) { e.extra += yaml + "\
 // more time than the production default, which it does not measure.
 func WithBudget(d time.Duration) Option { return func(e *Env) { e.budget = d } }
 
-// NewEtcd returns an Env on the shared etcd server, with a prefix of its own.
+// WithEtcd puts an etcd Env on server e instead of the shared one: a
+// server of the test's own, or the shared one reached through a proxy
+// that measures what the plugins send.
+func WithEtcd(server *Etcd) Option { return func(e *Env) { e.Etcd = server } }
+
+// NewEtcd returns an Env on the shared etcd server (unless WithEtcd names
+// another), with a prefix of its own.
 func NewEtcd(t testing.TB, opts ...Option) *Env {
 	t.Helper()
-	e := &Env{Kind: "etcd", Dir: t.TempDir(), Etcd: SharedEtcd(t), Prefix: fmt.Sprintf("/test-%d-%d", os.Getpid(), prefixes.Add(1))}
+	e := &Env{Kind: "etcd", Dir: t.TempDir(), Prefix: fmt.Sprintf("/test-%d-%d", os.Getpid(), prefixes.Add(1))}
 	for _, o := range opts {
 		o(e)
+	}
+	if e.Etcd == nil {
+		e.Etcd = SharedEtcd(t)
 	}
 	e.writeConfig(t)
 	e.serveIfAsked(t)

@@ -6,6 +6,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"maps"
+	"net"
 	"net/url"
 	"os"
 	"path/filepath"
@@ -27,9 +28,16 @@ func startEtcd(dir string) (endpoint string, client *clientv3.Client, stop func(
 	cfg.LogOutputs = []string{filepath.Join(dir, "etcd.log")}
 	// Room for a 100,000-node cluster's records and their revisions.
 	cfg.QuotaBackendBytes = 8 << 30
+	// The client port is chosen here, not by the listener: etcd's JSON
+	// gateway calls the server at the address it listens on, which must
+	// not be port 0.
+	clientURL, err := freeLoopbackURL()
+	if err != nil {
+		return "", nil, nil, err
+	}
 	local, _ := url.Parse("http://127.0.0.1:0")
-	cfg.ListenClientUrls = []url.URL{*local}
-	cfg.AdvertiseClientUrls = []url.URL{*local}
+	cfg.ListenClientUrls = []url.URL{*clientURL}
+	cfg.AdvertiseClientUrls = []url.URL{*clientURL}
 	cfg.ListenPeerUrls = []url.URL{*local}
 	cfg.AdvertisePeerUrls = []url.URL{*local}
 	cfg.InitialCluster = cfg.Name + "=" + local.String()
@@ -50,6 +58,19 @@ func startEtcd(dir string) (endpoint string, client *clientv3.Client, stop func(
 		return "", nil, nil, err
 	}
 	return endpoint, client, func() { _ = client.Close(); server.Close() }, nil
+}
+
+// freeLoopbackURL is an http URL on a loopback port free a moment ago.
+func freeLoopbackURL() (*url.URL, error) {
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		return nil, err
+	}
+	addr := l.Addr().String()
+	if err := l.Close(); err != nil {
+		return nil, err
+	}
+	return url.Parse("http://" + addr)
 }
 
 // Sizes of the loaded nodes.
@@ -95,6 +116,7 @@ type cluster struct {
 	// callTimeout is the etcd.call_timeout and etcd.dial_timeout the
 	// plugins are given, when not their defaults.
 	callTimeout string
+	serveHTTP   string // the HTTP address of the folder's serve daemon
 }
 
 // defaultBudgetNodes is the largest cluster run with the plugins' default
@@ -158,6 +180,11 @@ func loadCluster(ctx context.Context, b *bench, n, pools int) (*cluster, error) 
 		c.callTimeout = "60s"
 		config += "  call_timeout: " + c.callTimeout + "\n  dial_timeout: " + c.callTimeout + "\n"
 	}
+	var err error
+	if c.serveHTTP, err = freeAddr(); err != nil {
+		return nil, err
+	}
+	config += serveSection(c.serveHTTP)
 	for _, name := range []string{"storage.yaml", "compute.yaml"} {
 		if err := os.WriteFile(filepath.Join(c.dir, name), []byte(config), 0o644); err != nil {
 			return nil, err

@@ -110,19 +110,28 @@ func (o *options) settle(nodes string) error {
 
 // bench is one run's fixtures: the tools built for it, etcd, the clusters.
 type bench struct {
-	goBin     string
-	storage   string // the storage plugin binary
-	tmp       string
-	endpoint  string
-	client    *clientv3.Client
-	runner    *runner
-	trueBin   string
-	hello     string
-	etcdctl   string
-	goVersion string    // of the toolchain that built the plugins
-	maxLoad   float64   // the highest 1-minute load average seen
-	progress  io.Writer // where to say what is being measured, or nil
-	served    *served   // the smallest cluster's folder with a serve daemon, nil without a front
+	goBin      string
+	storage    string // the storage plugin binary
+	tmp        string
+	endpoint   string
+	client     *clientv3.Client
+	runner     *runner
+	trueBin    string
+	hello      string
+	sweep      string // runs a plugin call per line of its stdin, as core's metrics sweep
+	front      string // the front binary (cmd/forwarder) as storage, the full one as its libexec/storage
+	sweepNodes int    // nodes of the get-metrics sweep
+	// gatewayGet reads a key over etcd's JSON gateway with the standard
+	// library only (gatewaySource).
+	gatewayGet string
+	etcdctl    string
+	goVersion  string // of the toolchain that built the plugins
+	// pluginBuild is how the plugins were built (cgo, build tags), as
+	// their build information records it: a dynamically linked plugin
+	// starts slower than the same code linked statically.
+	pluginBuild []string
+	maxLoad     float64   // the highest 1-minute load average seen
+	progress    io.Writer // where to say what is being measured, or nil
 }
 
 func run(ctx context.Context, o options, w, progress io.Writer) error {
@@ -130,7 +139,10 @@ func run(ctx context.Context, o options, w, progress io.Writer) error {
 	if err != nil {
 		return err
 	}
-	b := &bench{goBin: o.goBin, storage: filepath.Join(bin, "storage"), trueBin: "/bin/true", progress: progress}
+	b := &bench{goBin: o.goBin, storage: filepath.Join(bin, "storage"), trueBin: "/bin/true", progress: progress, sweepNodes: sweepNodes}
+	if o.quick {
+		b.sweepNodes = quickSweepNodes
+	}
 	if _, err := os.Stat(b.storage); err != nil {
 		return fmt.Errorf("no storage binary in %s (make build): %w", bin, err)
 	}
@@ -168,21 +180,18 @@ func run(ctx context.Context, o options, w, progress io.Writer) error {
 		}
 		fmt.Fprintf(w, "- cluster: %s\n", c.describe())
 		clusters = append(clusters, c)
+		d, err := b.startDaemon(c)
+		if err != nil {
+			return err
+		}
+		defer d.stop()
 	}
 	pooled, err := loadCluster(ctx, b, o.nodes[0], benchPools)
 	if err != nil {
 		return fmt.Errorf("loading %d nodes sharing %d pools: %w", o.nodes[0], benchPools, err)
 	}
-	fmt.Fprintf(w, "- cluster: %s\n", pooled.describe())
-	if b.served, err = b.serve(clusters[0]); err != nil {
-		return err
-	}
-	if b.served != nil {
-		fmt.Fprintf(w, "- serve: `storage serve` in a copy of the %s-node folder holding the front (%s) as storage and the full binary in libexec/\n", thousands(clusters[0].n), frontName)
-		defer func() { _, _ = b.served.stop() }()
-	} else {
-		fmt.Fprintf(w, "- serve: no %s beside the binaries (make front): the forwarded measures are not taken\n", frontName)
-	}
+	fmt.Fprintf(w, "- cluster: %s (no serve daemon: its measure is of the binary alone)\n", pooled.describe())
+	fmt.Fprintf(w, "- each cluster's folder runs `storage serve` (its cache synced before any measure); a call through it is the front binary (cmd/forwarder) forwarding it over the unix socket, checked against the daemon's count of the calls it answered; the daemon's CPU time and memory are not counted in the call's\n")
 	rssFloor, err := b.runner.run(command{argv: []string{b.trueBin}})
 	if err != nil {
 		return err
@@ -201,16 +210,12 @@ func run(ctx context.Context, o options, w, progress io.Writer) error {
 		}
 		out.row(w)
 	}
-	if b.served != nil {
-		answered, err := b.served.stop()
-		if err != nil {
-			return err
-		}
-		if want := 2 * (o.pairs + 1); answered < want {
-			return fmt.Errorf("the serve daemon answered %d calls, fewer than the %d forwarded ones timed: some ran in the binary", answered, want)
-		}
-		fmt.Fprintf(w, "\n- the serve daemon answered %d forwarded calls\n", answered)
+	largest := clusters[len(clusters)-1]
+	scraped, err := b.measureScrape(ctx, largest, o.pairs, b.rangeFloor(largest))
+	if err != nil {
+		return err
 	}
+	scraped.row(w)
 	endLoad := b.sampleLoad()
 	fmt.Fprintf(w, "\n- load average at end: %s; highest 1-minute load seen: %.2f on %d CPUs\n", endLoad, b.maxLoad, runtime.NumCPU())
 	if b.maxLoad > float64(runtime.NumCPU()) {
@@ -236,19 +241,37 @@ func (b *bench) sameToolchain() error {
 		return fmt.Errorf("%s was built by %s, the hello-world floor would be built by %s (-go): rebuild with the same toolchain", b.storage, info.GoVersion, goVersion)
 	}
 	b.goVersion = goVersion
+	for _, st := range info.Settings {
+		if st.Key == "CGO_ENABLED" || st.Key == "-tags" {
+			b.pluginBuild = append(b.pluginBuild, st.Key+"="+st.Value)
+		}
+	}
 	return nil
 }
 
 // buildTools builds the runner and the hello-world into the run's folder,
 // and etcdctl (once, cached) at the etcd version the plugins use.
 func (b *bench) buildTools() error {
-	b.runner = &runner{path: filepath.Join(b.tmp, "runner"), env: pluginEnv()}
+	// Every plugin call runs itself unless its step says it may be
+	// forwarded to the cluster's serve daemon.
+	b.runner = &runner{path: filepath.Join(b.tmp, "runner"), env: append(pluginEnv(), "ERU_RESOURCE_NO_FORWARD=1")}
 	if err := goBuild(b.goBin, runnerSource, b.runner.path); err != nil {
 		return fmt.Errorf("building the runner: %w", err)
 	}
 	b.hello = filepath.Join(b.tmp, "hello")
 	if err := goBuild(b.goBin, helloSource, b.hello); err != nil {
 		return fmt.Errorf("building the hello-world: %w", err)
+	}
+	b.sweep = filepath.Join(b.tmp, "sweep")
+	if err := goBuild(b.goBin, sweepSource, b.sweep); err != nil {
+		return fmt.Errorf("building the sweep: %w", err)
+	}
+	if err := b.buildFront(); err != nil {
+		return err
+	}
+	b.gatewayGet = filepath.Join(b.tmp, "gateway-get")
+	if err := goBuild(b.goBin, gatewaySource, b.gatewayGet); err != nil {
+		return fmt.Errorf("building the gateway reader: %w", err)
 	}
 	var err error
 	b.etcdctl, err = buildEtcdctl(b.goBin, "v"+version.Version)
@@ -291,7 +314,7 @@ func (b *bench) machine() []string {
 	kernel, _ := os.ReadFile("/proc/sys/kernel/osrelease")
 	return []string{
 		fmt.Sprintf("machine: %s, %d CPUs, %s RAM, Linux %s", model, runtime.NumCPU(), mem, strings.TrimSpace(string(kernel))),
-		fmt.Sprintf("toolchain: %s built the plugins and builds the hello-world, with `go build %s`", b.goVersion, strings.Join(quoteAll(buildFlags), " ")),
+		fmt.Sprintf("toolchain: %s built the plugins and builds the hello-world, with `go build %s`; the plugins' build settings: %s", b.goVersion, strings.Join(quoteAll(buildFlags), " "), strings.Join(b.pluginBuild, ", ")),
 		fmt.Sprintf("etcd %s in the bench's process (embed), on loopback, data on %s; etcdctl %s built from go.etcd.io/etcd/etcdctl/v3", version.Version, os.TempDir(), version.Version),
 	}
 }
@@ -350,26 +373,31 @@ func (b *bench) measures(ctx context.Context, clusters []*cluster, pooled *clust
 	putValue := string(record.Kvs[0].Value)
 	etcdPut := step{label: "`etcdctl put` of a record as large", cmd: fixed(b.etcdctlCmd(nil, "put", small.prefix+"/bench-scratch/"+write, putValue)), check: exactly("OK\n")}
 
+	gatewayGet := step{label: "JSON gateway read of its record", cmd: fixed(command{argv: []string{b.gatewayGet, b.endpoint, small.storageKey(info)}, dir: b.tmp}),
+		check: etcdctlRecord(small.storageKey(info), nodeIndex(info))}
+
 	ms := []measure{
 		{name: "Go hello-world (floor)", subject: hello, floor: trueStep},
 		{name: "`etcdctl get` of one key (floor)", subject: etcdGet, floor: trueStep},
+		{name: "read of one key over etcd's JSON gateway, standard library only", subject: gatewayGet, floor: etcdGet},
 		{name: "`storage name` (no store)", subject: b.verb(small, "name", nil, exactly("\"storage\"\n")), floor: hello, target: 1.5},
 		{name: "`get-node-resource-info`, one node", floor: etcdGet, target: 0.7,
 			subject: b.verb(small, "get-node-resource-info", map[string]any{"nodename": info, "workloads_resource": []any{}}, nodeInfoOf(nodeIndex(info)))},
 		{name: "`set-node-resource-usage`, one write", floor: etcdPut, target: 1.0,
 			subject: b.alternatingWrite(small, write), undoes: true},
 	}
-	if b.served != nil {
-		req := map[string]any{"nodename": info, "workloads_resource": []any{}}
-		in, _ := json.Marshal(req)
-		forwarded := step{label: "`get-node-resource-info` through the front, forwarded",
-			cmd: fixed(command{argv: []string{b.served.front, "get-node-resource-info"}, dir: b.served.dir, stdin: in}), check: nodeInfoOf(nodeIndex(info))}
-		cold := b.verb(small, "get-node-resource-info", req, nodeInfoOf(nodeIndex(info)))
-		cold.label = "the same call without a daemon"
-		ms = append(ms,
-			measure{name: "`get-node-resource-info` forwarded (serve)", subject: forwarded, floor: hello, target: 1.5},
-			measure{name: "`get-node-resource-info` forwarded (serve), against no daemon", subject: forwarded, floor: cold, target: 0.3})
+	req := map[string]any{"nodename": info, "workloads_resource": []any{}}
+	cold := b.verb(small, "get-node-resource-info", req, nodeInfoOf(nodeIndex(info)))
+	forwarded := cold
+	forwarded.label = "`get-node-resource-info` through the front, forwarded"
+	forwarded.cmd = withEnv(b.viaFront(cold.cmd), forwardedEnv)
+	cold.label = "the same call without a daemon"
+	via := func() *daemonCalls {
+		return &daemonCalls{addr: small.serveHTTP, verb: "get-node-resource-info", perRun: 1}
 	}
+	ms = append(ms,
+		measure{name: "`get-node-resource-info` forwarded (serve)", subject: forwarded, floor: hello, target: 1.5, via: via()},
+		measure{name: "`get-node-resource-info` forwarded (serve), against no daemon", subject: forwarded, floor: cold, target: 0.3, via: via()})
 	for _, c := range clusters {
 		floor := b.rangeFloor(c)
 		m := measure{name: fmt.Sprintf("capacity, %s nodes", thousands(c.n)), floor: floor,
@@ -401,6 +429,9 @@ func (b *bench) measures(ctx context.Context, clusters []*cluster, pooled *clust
 				cmd: b.verb(small, "get-nodes-deploy-capacity", query, nil).cmd, check: capacityOf(small.names)},
 			target: 1.2,
 		})
+	}
+	for _, c := range clusters {
+		ms = append(ms, b.serveMeasures(c)...)
 	}
 	return ms, nil
 }

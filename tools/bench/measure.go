@@ -30,6 +30,9 @@ type measure struct {
 	// undoes says the subject undoes its own write every second run: it
 	// then runs an even number of times, leaving the store as it found it.
 	undoes bool
+	// via, when set, is the daemon every call of the subject must go
+	// through: its count of answered calls must grow by exactly them.
+	via *daemonCalls
 }
 
 // outcome is what the pairs of one measure gave.
@@ -42,6 +45,13 @@ func (b *bench) runMeasure(m measure, pairs int) (outcome, error) {
 	o := outcome{m: m}
 	if b.progress != nil {
 		fmt.Fprintf(b.progress, "bench: %s against %s, %d pairs\n", m.name, m.floor.label, pairs)
+	}
+	var before int
+	if m.via != nil {
+		var err error
+		if before, err = m.via.answered(); err != nil {
+			return o, fmt.Errorf("%s: the daemon's count of calls: %w", m.name, err)
+		}
 	}
 	for i := -1; i < pairs; i++ {
 		run := i + 1 // the run index the checks see; the warm-up is run 0
@@ -60,6 +70,15 @@ func (b *bench) runMeasure(m measure, pairs int) (outcome, error) {
 	if runs := pairs + 1; m.undoes && runs%2 == 1 {
 		if _, err := b.timed(m.subject, runs); err != nil {
 			return o, fmt.Errorf("%s: undoing the last run: %w", m.name, err)
+		}
+	}
+	if m.via != nil {
+		after, err := m.via.answered()
+		if err != nil {
+			return o, fmt.Errorf("%s: the daemon's count of calls: %w", m.name, err)
+		}
+		if want := m.via.perRun * (pairs + 1); after-before != want {
+			return o, fmt.Errorf("%s: the daemon answered %d of the %d calls sent through it", m.name, after-before, want)
 		}
 	}
 	b.sampleLoad()

@@ -25,6 +25,42 @@ import "fmt"
 func main() { fmt.Println("hello, world") }
 `
 
+// gatewaySource reads one key, in one process, over etcd's JSON gateway
+// (POST /v3/kv/range) with nothing but the standard library, and prints it
+// as etcdctl get does (key, then value). It is the floor of a plugin whose
+// store client is net/http instead of clientv3, gRPC and protobuf: how much
+// of an exec'd call is that client's (BENCHMARKS.md).
+const gatewaySource = `package main
+
+import (
+	"bytes"
+	"encoding/json"
+	"fmt"
+	"net/http"
+	"os"
+	"time"
+)
+
+func main() {
+	body, _ := json.Marshal(map[string][]byte{"key": []byte(os.Args[2])})
+	c := &http.Client{Timeout: 5 * time.Second}
+	resp, err := c.Post(os.Args[1]+"/v3/kv/range", "application/json", bytes.NewReader(body))
+	if err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		os.Exit(1)
+	}
+	defer resp.Body.Close()
+	var out struct{ Kvs []struct{ Key, Value []byte } }
+	if err := json.NewDecoder(resp.Body).Decode(&out); err != nil || resp.StatusCode != http.StatusOK {
+		fmt.Fprintln(os.Stderr, resp.Status, err)
+		os.Exit(1)
+	}
+	for _, kv := range out.Kvs {
+		fmt.Printf("%s\n%s\n", kv.Key, kv.Value)
+	}
+}
+`
+
 // runnerSource is the small process every timed command runs under. It
 // starts the command, waits for it with wait4 and writes to fd 3 the wall
 // time it took and the command's own rusage: peak RSS, CPU time, page
@@ -166,6 +202,7 @@ type command struct {
 	argv  []string
 	dir   string
 	stdin []byte
+	env   []string // added to the runner's environment
 }
 
 func (c command) String() string { return strings.Join(c.argv, " ") }
@@ -195,7 +232,7 @@ func (r *runner) run(c command) (sample, error) {
 	defer rd.Close()
 	cmd := exec.Command(r.path, c.argv...)
 	cmd.Dir = c.dir
-	cmd.Env = r.env
+	cmd.Env = append(append([]string(nil), r.env...), c.env...)
 	cmd.Stdin = bytes.NewReader(c.stdin)
 	var stdout, stderr bytes.Buffer
 	cmd.Stdout, cmd.Stderr = &stdout, &stderr

@@ -1,0 +1,330 @@
+package engine
+
+import (
+	"context"
+	"maps"
+	"runtime"
+	"slices"
+	"strconv"
+	"strings"
+	"sync"
+	"sync/atomic"
+
+	"github.com/eru-extend/resources/nodes"
+	"github.com/eru-extend/resources/store"
+	"github.com/eru-extend/resources/types"
+)
+
+// Snapshot is one consistent read whose records may come decoded already:
+// the serve daemon's watch cache decodes each record once, when the watch
+// delivers it, and hands the same decoding to every read of that key and
+// modification revision. A decoded value is shared, so what reads it must
+// not change it (the verbs that read snapshots only read records).
+type Snapshot interface {
+	// Get answers the stored value of key, as store.Snapshot.Get does.
+	Get(key string) ([]byte, bool)
+	// Decoded answers the value of key as its Decoder made it (a
+	// *DecodedRecord for a node record, a *nodes.Registration for a
+	// registration); false when the key is absent or was not decoded
+	// (the engine then decodes Get's bytes itself, and reports what
+	// cannot be decoded as it always does).
+	Decoded(key string) (any, bool)
+}
+
+// SnapshotReader reads Snapshots: a linearizable one for the verbs, or one
+// of the cache as it stands for a metrics scrape.
+type SnapshotReader interface {
+	// ReadSnapshot reads keys in one consistent snapshot.
+	ReadSnapshot(ctx context.Context, keys []string) (Snapshot, error)
+}
+
+// DecodedRecord is a node record decoded ahead of the reads: the record as
+// the resource's Decode made it, and the usage the node registry counts.
+type DecodedRecord struct {
+	Record any
+	Held   types.Amounts
+
+	// capacities remembers what DeployCapacity answered on this record, by
+	// request and environment (capacityKey): a pure function of them, so
+	// it holds while the record is at this revision. At most
+	// maxCapacities requests are remembered.
+	capacities sync.Map
+	remembered atomic.Int32
+
+	// samples remembers a node's get-metrics samples the same way, by
+	// podname, the node's status and whether it may take work, and the
+	// shared values (see sampleOf); at most maxSamples of them. They are
+	// shared: whoever reads them must not change them.
+	samples sync.Map
+	sampled atomic.Int32
+}
+
+// maxCapacities and maxSamples bound what one record remembers. Samples
+// are the larger (about 2 KB per node and plugin): two sets, a scrape's
+// (no podname) and core's sweep's (the node's pod).
+const (
+	maxCapacities = 16
+	maxSamples    = 2
+)
+
+// sharedKey names the shared values a decision may read.
+func sharedKey(env Env) string {
+	var b strings.Builder
+	for _, k := range slices.Sorted(maps.Keys(env.Shared)) {
+		b.WriteString("\x00")
+		b.WriteString(k)
+		b.WriteString("\x00")
+		b.Write(env.Shared[k])
+	}
+	return b.String()
+}
+
+// sampleOf is sample, remembered on the snapshot's decoded record: a
+// node's samples are a pure function of its record, the podname asked
+// for, its status, whether it may take work and the shared values.
+func (e *Engine[N, W]) sampleOf(ref types.NodeRef, v *nodeView[N], env Env, r *manyRead[N], shared string) ([]types.Metric, error) {
+	var dr *DecodedRecord
+	if r.snap != nil && v.known {
+		if d, ok := r.snap.Decoded(e.recordKey(ref.Nodename)); ok {
+			dr, _ = d.(*DecodedRecord)
+		}
+	}
+	if dr == nil {
+		return e.sample(ref, v, env, r)
+	}
+	holds, err := e.holds(ref.Nodename, r)
+	if err != nil {
+		return nil, err
+	}
+	schedulable := "0"
+	if v.reg.Refusal(e.Policy) == "" {
+		schedulable = "1"
+	}
+	key := ref.Podname + "\x00" + string(v.reg.Status(holds, e.Policy)) + "\x00" + schedulable + shared
+	if m, ok := dr.samples.Load(key); ok {
+		return m.([]types.Metric), nil
+	}
+	m, err := e.sample(ref, v, env, r)
+	if err == nil && dr.sampled.Add(1) <= maxSamples {
+		dr.samples.Store(key, m)
+	}
+	return m, err
+}
+
+// capacityKey names a capacity query's request and environment: the
+// workload request as core sent it, the deploy limit, and every shared
+// value the decision may read.
+func capacityKey(request []byte, env Env) string {
+	return string(request) + "\x00" + strconv.Itoa(env.MaxDeployCount) + sharedKey(env)
+}
+
+// capacity is Res.DeployCapacity on node's record, remembered on the
+// snapshot's decoded record under key ("" remembers nothing). An answer
+// computed while the call's context ended is not remembered (the search
+// may have been cut short; the verb fails anyway).
+func (e *Engine[N, W]) capacity(r *manyRead[N], node string, v *nodeView[N], w W, env Env, key string) types.NodeCapacity {
+	var dr *DecodedRecord
+	if key != "" && r.snap != nil && v.known {
+		if d, ok := r.snap.Decoded(e.recordKey(node)); ok {
+			dr, _ = d.(*DecodedRecord)
+		}
+	}
+	if dr != nil {
+		if c, ok := dr.capacities.Load(key); ok {
+			return c.(types.NodeCapacity)
+		}
+	}
+	c := e.Res.DeployCapacity(v.rec, w, env)
+	if dr != nil && (env.Ctx == nil || env.Ctx.Err() == nil) && dr.remembered.Add(1) <= maxCapacities {
+		dr.capacities.Store(key, c)
+	}
+	return c
+}
+
+// Decoder is how a snapshot decodes the values under one key prefix.
+type Decoder struct {
+	Prefix string
+	Decode func(data []byte) (any, error)
+}
+
+// RecordDecoder decodes the node records of r into *DecodedRecord.
+func RecordDecoder[N any](r Records[N]) Decoder {
+	return Decoder{Prefix: nodes.RecordPrefix(r.Name()), Decode: func(data []byte) (any, error) {
+		n, err := r.Decode(data)
+		if err != nil {
+			return nil, err
+		}
+		return &DecodedRecord{Record: n, Held: r.Held(n)}, nil
+	}}
+}
+
+// RegistrationDecoder decodes the node registry's registrations into
+// *nodes.Registration.
+func RegistrationDecoder() Decoder {
+	return Decoder{Prefix: nodes.RegistrationPrefix, Decode: func(data []byte) (any, error) {
+		return nodes.DecodeRegistration("", data)
+	}}
+}
+
+// manyRead is what a verb over many nodes read: the stored values and,
+// from a Snapshot, the records decoded already (snap nil: decode from get).
+type manyRead[N any] struct {
+	get  func(string) ([]byte, bool)
+	snap Snapshot
+}
+
+// readMany is readNodes (head sees the shared keys and the extras, page
+// the nodes at the indices idx of names), from e.Snapshots when the engine
+// has one: then the nodes come in one page, and the extras, which the
+// cache does not hold, are a read of the store beside it.
+func (e *Engine[N, W]) readMany(ctx context.Context, names []string, all bool, extraKeys, extraPrefixes []string, head func(*store.Snapshot) error, page func(idx []int, r *manyRead[N]) error) error {
+	if e.Snapshots == nil {
+		return e.readNodes(ctx, names, all, extraKeys, extraPrefixes, head, func(idx []int, get func(string) ([]byte, bool)) error {
+			return page(idx, &manyRead[N]{get: get})
+		})
+	}
+	shared := append([]string(nil), e.Res.SharedKeys()...)
+	prefixes := []string{nodes.RecordPrefix(e.Res.Name())}
+	if all {
+		for _, p := range e.Resources {
+			if p.Name() != e.Res.Name() {
+				shared = append(shared, p.SharedKeys()...)
+				prefixes = append(prefixes, p.RecordPrefix())
+			}
+		}
+	}
+	// names are distinct (the callers dedupe them), so are their keys.
+	keys := dedupe(shared)
+	keys = slices.Grow(keys, len(names)*(len(prefixes)+2))
+	for _, n := range names {
+		for _, p := range prefixes {
+			keys = append(keys, p+n)
+		}
+		keys = append(keys, nodes.RegistrationKey(n), nodes.SessionKey(n))
+	}
+	snap, err := e.Snapshots.ReadSnapshot(ctx, keys)
+	if err != nil {
+		return err
+	}
+	fixed := &store.Snapshot{Items: map[string]store.Item{}}
+	for _, k := range shared {
+		if v, ok := snap.Get(k); ok {
+			fixed.Items[k] = store.Item{Key: k, Value: v}
+		}
+	}
+	if len(extraKeys)+len(extraPrefixes) > 0 {
+		s, err := e.Open(ctx, false)
+		if err != nil {
+			return err
+		}
+		extra, err := s.Read(ctx, extraKeys, extraPrefixes)
+		if err != nil {
+			return err
+		}
+		maps.Copy(fixed.Items, extra.Items)
+	}
+	if err := head(fixed); err != nil {
+		return err
+	}
+	idx := make([]int, len(names))
+	for i := range idx {
+		idx[i] = i
+	}
+	return page(idx, &manyRead[N]{get: snap.Get, snap: snap})
+}
+
+// viewOf is one node as read: from decoded values when the snapshot has
+// them all, else decoded here exactly as view does.
+func (e *Engine[N, W]) viewOf(node string, r *manyRead[N]) (*nodeView[N], error) {
+	if r.snap == nil {
+		return e.view(node, r.get)
+	}
+	v := &nodeView[N]{name: node, rec: e.Res.Empty(), reg: &nodes.Entry{}}
+	key := e.recordKey(node)
+	if d, ok := r.snap.Decoded(key); ok {
+		dr, _ := d.(*DecodedRecord)
+		if dr == nil {
+			return e.view(node, r.get)
+		}
+		if v.rec, ok = dr.Record.(N); !ok {
+			return e.view(node, r.get)
+		}
+		v.known = true
+	} else if _, stored := r.get(key); stored {
+		return e.view(node, r.get) // not decoded: decode it here, and report what cannot be
+	}
+	key = nodes.RegistrationKey(node)
+	if d, ok := r.snap.Decoded(key); ok {
+		if v.reg.Reg, ok = d.(*nodes.Registration); !ok {
+			return e.view(node, r.get)
+		}
+	} else if _, stored := r.get(key); stored {
+		return e.view(node, r.get)
+	}
+	_, v.reg.Live = r.get(nodes.SessionKey(node))
+	return v, nil
+}
+
+// holds reports whether any plugin's record of node holds usage (see
+// nodes.Holds), from decoded records when the snapshot has them all.
+func (e *Engine[N, W]) holds(node string, r *manyRead[N]) (bool, error) {
+	if r.snap == nil {
+		return nodes.Holds(node, e.Resources, r.get)
+	}
+	held := false
+	for _, p := range e.Resources {
+		key := p.RecordPrefix() + node
+		d, ok := r.snap.Decoded(key)
+		if !ok {
+			if _, stored := r.get(key); stored {
+				return nodes.Holds(node, e.Resources, r.get)
+			}
+			continue
+		}
+		dr, ok := d.(*DecodedRecord)
+		if !ok {
+			return nodes.Holds(node, e.Resources, r.get)
+		}
+		held = held || !dr.Held.IsZero()
+	}
+	return held, nil
+}
+
+// eachOf is each over what readMany read.
+func (e *Engine[N, W]) eachOf(names []string, idx []int, r *manyRead[N], fn func(i int, v *nodeView[N])) error {
+	if r.snap == nil {
+		return e.each(names, idx, r.get, fn)
+	}
+	var mu sync.Mutex
+	var first error
+	visit := func(i int) {
+		v, err := e.viewOf(names[i], r)
+		if err != nil {
+			mu.Lock()
+			if first == nil {
+				first = types.Wrap(types.Internal, err, "node "+names[i])
+			}
+			mu.Unlock()
+			return
+		}
+		fn(i, v)
+	}
+	workers := min(runtime.GOMAXPROCS(0), len(idx)/256)
+	if workers <= 1 {
+		for _, i := range idx {
+			visit(i)
+		}
+		return first
+	}
+	var next atomic.Int64
+	var wg sync.WaitGroup
+	for range workers {
+		wg.Go(func() {
+			for k := int(next.Add(1) - 1); k < len(idx); k = int(next.Add(1) - 1) {
+				visit(idx[k])
+			}
+		})
+	}
+	wg.Wait()
+	return first
+}
