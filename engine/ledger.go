@@ -1,7 +1,6 @@
 package engine
 
 import (
-	"bytes"
 	"encoding/json"
 
 	"github.com/eru-extend/resources/types"
@@ -15,23 +14,12 @@ import (
 // node is exactly as it was before the write.
 const LedgerKey = "isolation_ledger"
 
-// takeLedger removes LedgerKey from a usage change in stored or request
+// takeLedger takes LedgerKey out of a usage change in stored or request
 // form and returns the snapshot it held (nil when absent), so the resource
 // sees its own shape only.
 func takeLedger(c *types.Change) (types.Amounts, error) {
-	if c.Form != types.StoredForm && c.Form != types.RequestForm {
-		return nil, nil
-	}
-	raw := bytes.TrimSpace(c.Raw)
-	if len(raw) == 0 || raw[0] != '{' {
-		return nil, nil
-	}
-	var fields map[string]json.RawMessage
-	if err := json.Unmarshal(raw, &fields); err != nil {
-		return nil, nil // the resource reports its own shape's errors
-	}
-	snap, ok := fields[LedgerKey]
-	if !ok {
+	snap, ok := c.Members[LedgerKey]
+	if !ok || (c.Form != types.StoredForm && c.Form != types.RequestForm) {
 		return nil, nil
 	}
 	var ledger types.Amounts
@@ -43,12 +31,7 @@ func takeLedger(c *types.Change) (types.Amounts, error) {
 			return nil, types.Invalid("%s: %s is %d, below 0", LedgerKey, k, ledger[k])
 		}
 	}
-	delete(fields, LedgerKey)
-	rest, err := json.Marshal(fields)
-	if err != nil {
-		return nil, err
-	}
-	c.Raw = rest
+	delete(c.Members, LedgerKey)
 	return ledger, nil
 }
 

@@ -37,12 +37,19 @@ func (e *Engine[N, W]) RemoveNode(ctx context.Context, req *types.Request) (any,
 // SetCapacity changes the node's capacity and answers the capacity before
 // and after.
 func (e *Engine[N, W]) SetCapacity(ctx context.Context, req *types.Request) (any, error) {
-	change := types.ChangeOf(req, false)
+	change, err := types.ChangeOf(req, false)
+	if err != nil {
+		return nil, err
+	}
+	edit, err := e.Res.CapacityChange(change, req.Delta, req.Incr)
+	if err != nil {
+		return nil, err
+	}
 	return e.writeAs(ctx, req.Nodename, writeMode[N]{verb: "set-node-resource-capacity", delta: req.Delta}, func(v *nodeView[N], env Env) (N, any, error) {
 		if err := v.reg.RefuseRetired("capacity write"); err != nil {
 			return v.rec, nil, err
 		}
-		next, err := e.Res.SetCapacity(v.rec, change, req.Delta, req.Incr)
+		next, err := edit.Apply(v.rec)
 		if err != nil {
 			return v.rec, nil, err
 		}
@@ -78,7 +85,10 @@ func (e *Engine[N, W]) SetInfo(ctx context.Context, req *types.Request) (any, er
 // core's rollback, which replays the before with delta=false, restores the
 // ledger with the usage.
 func (e *Engine[N, W]) SetUsage(ctx context.Context, req *types.Request) (any, error) {
-	change := types.ChangeOf(req, true)
+	change, err := types.ChangeOf(req, true)
+	if err != nil {
+		return nil, err
+	}
 	restore, err := takeLedger(&change)
 	if err != nil {
 		return nil, err
@@ -86,13 +96,17 @@ func (e *Engine[N, W]) SetUsage(ctx context.Context, req *types.Request) (any, e
 	if restore != nil && req.Delta {
 		return nil, types.Invalid("%s is a rollback snapshot: it is only replayed with delta=false", LedgerKey)
 	}
+	edit, err := e.Res.UsageChange(change, req.Delta, req.Incr)
+	if err != nil {
+		return nil, err
+	}
 	// The answer is rendered again from the record stored when the
 	// resource's linked records adjust it (storage's pool admission).
 	var answer func(next N) (any, error)
 	mode := writeMode[N]{verb: "set-node-resource-usage", delta: req.Delta, answer: func(next N) (any, error) { return answer(next) }}
 	return e.writeAs(ctx, req.Nodename, mode, func(v *nodeView[N], env Env) (N, any, error) {
 		ledger := v.reg.Ledger(e.Res.Name()).Clone()
-		next, err := e.Res.NextUsage(v.rec, change, req.Delta, req.Incr)
+		next, err := edit.Apply(v.rec)
 		if err != nil {
 			return v.rec, nil, err
 		}

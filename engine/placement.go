@@ -163,12 +163,16 @@ func (e *Engine[N, W]) Deploy(ctx context.Context, req *types.Request) (any, err
 // Realloc plans a workload's resize; a node that takes no new work refuses
 // growth only.
 func (e *Engine[N, W]) Realloc(ctx context.Context, req *types.Request) (any, error) {
+	resize, err := e.Res.ParseResize(req.WorkloadResource, req.WorkloadResourceRequest)
+	if err != nil {
+		return nil, err
+	}
 	v, env, err := e.readRealloc(ctx, req.Nodename)
 	if err != nil {
 		return nil, err
 	}
 	env.Ctx = ctx
-	resp, grows, err := e.Res.Realloc(v.rec, req.WorkloadResource, req.WorkloadResourceRequest, env)
+	resp, grows, err := resize.Plan(v.rec, env)
 	if err != nil {
 		return nil, err
 	}

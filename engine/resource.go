@@ -65,20 +65,30 @@ type Records[N any] interface {
 // Writes are the decisions of the verbs that write one node.
 type Writes[N any] interface {
 	AddNode(request json.RawMessage, info *types.EngineInfo) (N, error)
-	// SetCapacity applies a capacity change the engine picked by the
+	// CapacityChange decodes a capacity change the engine picked by the
 	// protocol's precedence rule (types.ChangeOf).
-	SetCapacity(n N, change types.Change, delta, incr bool) (N, error)
+	CapacityChange(change types.Change, delta, incr bool) (Edit[N], error)
 	// Restore builds a record from set-node-resource-info: what
 	// get-node-resource-info answered, replayed to undo a remove-node.
 	Restore(capacity, usage json.RawMessage) (N, error)
-	// NextUsage computes a usage write without validating it: the registry
-	// may still absorb decreases into its ledger, then Settle validates.
-	NextUsage(n N, change types.Change, delta, incr bool) (N, error)
+	// UsageChange decodes a usage change; its edit computes the usage write
+	// without validating it: the registry may still absorb decreases into
+	// its ledger, then Settle validates.
+	UsageChange(change types.Change, delta, incr bool) (Edit[N], error)
 	// Recompute sums the workloads' usage, less what the isolation ledger
 	// released: the record with that usage (not validated: reporting diffs
 	// must work whatever the workloads hold) and the disagreements with what
 	// is stored.
 	Recompute(n N, workloads json.RawMessage, released types.Amounts) (N, []string, error)
+}
+
+// Edit is a change to one node's record, decoded from the request once,
+// before anything is read: a bad request fails with nothing read, and a
+// write retried after a conflict applies the same decoded change to the
+// record it reads again.
+type Edit[N any] interface {
+	// Apply answers the record after the change; n is left as it was.
+	Apply(n N) (N, error)
 }
 
 // Placement is the decisions of the verbs that plan workloads. W is a parsed
@@ -87,12 +97,21 @@ type Placement[N any, W any] interface {
 	ParseRequest(raw json.RawMessage) (W, error)
 	DeployCapacity(n N, w W, env Env) types.NodeCapacity
 	Deploy(n N, w W, count int, env Env) (*types.Deploy, error)
-	// Realloc answers calculate-realloc and whether the change grows the
-	// workload (a node that takes no new work refuses growth only).
-	Realloc(n N, workload, request json.RawMessage, env Env) (*types.Realloc, bool, error)
+	// ParseResize decodes calculate-realloc's workload (stored form) and
+	// request (deltas), once, before anything is read.
+	ParseResize(workload, request json.RawMessage) (Resize[N], error)
 	// MostIdle picks a node to build on; load reads the nodes' records and
 	// is called only by a resource that needs them.
 	MostIdle(nodenames []string, load func() (map[string]N, Env, error)) (*types.MostIdle, error)
+}
+
+// Resize is a decoded calculate-realloc: a workload and the deltas to
+// resize it by.
+type Resize[N any] interface {
+	// Plan answers calculate-realloc on the node's record and whether the
+	// change grows the workload (a node that takes no new work refuses
+	// growth only).
+	Plan(n N, env Env) (*types.Realloc, bool, error)
 }
 
 // Metrics declares and samples a resource's gauges.

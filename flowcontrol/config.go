@@ -28,7 +28,7 @@ const (
 	DistinguishNone     = "none"
 )
 
-// Defaults of the fields a level may leave out (the seed's defaults).
+// Defaults of the fields a level may leave out (docs/flowcontrol.md).
 const (
 	DefaultServerConcurrency = 64
 	DefaultShares            = 30

@@ -157,6 +157,12 @@ func decodeAmount(raw json.RawMessage, what string) (Amount, error) {
 	if err != nil {
 		return Amount{}, err
 	}
+	return decodeAmountMembers(m, raw, what)
+}
+
+// decodeAmountMembers is decodeAmount of an object already split into its
+// members m: m says which keys it carries, raw is decoded whole.
+func decodeAmountMembers(m map[string]json.RawMessage, raw json.RawMessage, what string) (Amount, error) {
 	for _, k := range []string{"cpu_millis", "memory_bytes"} {
 		if _, ok := m[k]; !ok {
 			return Amount{}, types.Invalid("%s: not a stored compute resource: %q is missing (want {\"cpu_millis\": N, \"memory_bytes\": N})", what, k)
@@ -209,43 +215,6 @@ func AddNode(request json.RawMessage, info *types.EngineInfo) (*Node, error) {
 	}
 	n := &Node{Capacity: Amount{CPUMillis: q.CPU, MemoryBytes: q.Memory}}
 	return n, n.Validate()
-}
-
-// SetCapacity applies set-node-resource-capacity: a request ({"cpu",
-// "memory"}) or a stored-form snapshot, absolute or as a delta.
-func (n *Node) SetCapacity(resource, request json.RawMessage, delta, incr bool) (*Node, error) {
-	out := *n
-	raw := request
-	if types.IsNull(raw) {
-		raw = resource
-	}
-	m, err := types.DecodeObject(raw, "resource_request")
-	if err != nil || m == nil {
-		return &out, err
-	}
-	var change Amount
-	var hasCPU, hasMem bool
-	if isSnapshot(m) {
-		if change, err = decodeAmount(raw, "resource_request"); err != nil {
-			return nil, err
-		}
-		hasCPU, hasMem = true, true
-	} else {
-		// a delta may be negative: core's SetNode always sends incr, so
-		// `--extra-resources '{"compute":{"cpu":-4}}'` is how a node shrinks.
-		q, err := parseNodeRequest(m, delta)
-		if err != nil {
-			return nil, err
-		}
-		change, hasCPU, hasMem = Amount{CPUMillis: q.CPU, MemoryBytes: q.Memory}, q.HasCPU, q.HasMemory
-	}
-	out.Capacity = apply(out.Capacity, change, hasCPU, hasMem, delta, incr)
-	if delta {
-		if err := checkShrink(n.Capacity, out.Capacity); err != nil {
-			return nil, err
-		}
-	}
-	return &out, out.Validate()
 }
 
 // checkShrink refuses a delta that takes the host's CPU or memory below
@@ -327,49 +296,6 @@ func Restore(capacity, usage json.RawMessage) (*Node, error) {
 		}
 	}
 	return n, n.Validate()
-}
-
-// NextUsage computes set-node-resource-usage without validating it.
-func (n *Node) NextUsage(resource, request, workloads json.RawMessage, delta, incr bool) (*Node, error) {
-	var change Amount
-	hasCPU, hasMem := true, true
-	m, err := types.DecodeObject(request, "resource_request")
-	if err != nil {
-		return nil, err
-	}
-	switch {
-	case m != nil && isSnapshot(m):
-		if change, err = decodeAmount(request, "resource_request"); err != nil {
-			return nil, err
-		}
-	case m != nil:
-		q, err := parseNodeRequest(m, false)
-		if err != nil {
-			return nil, err
-		}
-		change, hasCPU, hasMem = Amount{CPUMillis: q.CPU, MemoryBytes: q.Memory}, q.HasCPU, q.HasMemory
-	case !types.IsNull(resource):
-		if _, err := types.DecodeObject(resource, "resource"); err != nil {
-			return nil, err
-		}
-		if change, err = decodeAmount(resource, "resource"); err != nil {
-			return nil, err
-		}
-	default:
-		list, err := DecodeWorkloads(workloads)
-		if err != nil {
-			return nil, err
-		}
-		if change, err = sumWorkloads(list); err != nil {
-			return nil, err
-		}
-	}
-	if change.CPUMillis > MaxHost || change.CPUMillis < -MaxHost || change.MemoryBytes > MaxHost || change.MemoryBytes < -MaxHost {
-		return nil, types.Invalid("usage change %+v is too large", change)
-	}
-	out := *n
-	out.Usage = apply(out.Usage, change, hasCPU, hasMem, delta, incr)
-	return &out, nil
 }
 
 // Held flattens the usage for the node registry.

@@ -122,7 +122,7 @@ func TestSetCapacity(t *testing.T) {
 	} {
 		t.Run(c.name, func(t *testing.T) {
 			n := sample()
-			next, err := n.SetCapacity(raw(c.resource), raw(c.request), c.delta, c.incr)
+			next, err := setCapacity(n, raw(c.resource), raw(c.request), c.delta, c.incr)
 			require.Equal(t, sample(), n, "the stored record is not changed in place")
 			if c.err != "" {
 				require.ErrorContains(t, err, c.err)
@@ -143,9 +143,9 @@ func TestSetCapacity(t *testing.T) {
 		before := sample()
 		snapshot, err := json.Marshal(before.View(Defaults{CPU: 1000, Memory: 1500}))
 		require.NoError(t, err)
-		changed, err := before.SetCapacity(nil, json.RawMessage(`{"cpu": 2, "memory": "3G"}`), false, false)
+		changed, err := setCapacity(before, nil, json.RawMessage(`{"cpu": 2, "memory": "3G"}`), false, false)
 		require.NoError(t, err)
-		restored, err := changed.SetCapacity(nil, snapshot, false, false)
+		restored, err := setCapacity(changed, nil, snapshot, false, false)
 		require.NoError(t, err)
 		require.Equal(t, before, restored)
 	})
@@ -200,7 +200,7 @@ func TestNextUsage(t *testing.T) {
 	} {
 		t.Run(c.name, func(t *testing.T) {
 			n := sample()
-			next, err := n.NextUsage(raw(c.resource), raw(c.request), raw(c.workloads), c.delta, c.incr)
+			next, err := nextUsage(n, raw(c.resource), raw(c.request), raw(c.workloads), c.delta, c.incr)
 			require.Equal(t, sample(), n, "the stored record is not changed in place")
 			if c.err != "" {
 				require.ErrorContains(t, err, c.err)
@@ -215,7 +215,7 @@ func TestNextUsage(t *testing.T) {
 		})
 	}
 	t.Run("a decrease past zero is computed, and validation refuses it", func(t *testing.T) {
-		next, err := sample().NextUsage(nil, json.RawMessage(`{"cpu": 4}`), nil, true, false)
+		next, err := nextUsage(sample(), nil, json.RawMessage(`{"cpu": 4}`), nil, true, false)
 		require.NoError(t, err)
 		require.Equal(t, int64(-1000), next.Usage.CPUMillis)
 		err = next.Validate()
@@ -223,7 +223,7 @@ func TestNextUsage(t *testing.T) {
 		require.ErrorContains(t, err, "usage cpu_millis would be -1000, below zero")
 	})
 	t.Run("a usage above schedulable is accepted: core has already decided", func(t *testing.T) {
-		next, err := sample().NextUsage(nil, json.RawMessage(`{"cpu": 100}`), nil, false, false)
+		next, err := nextUsage(sample(), nil, json.RawMessage(`{"cpu": 100}`), nil, false, false)
 		require.NoError(t, err)
 		require.Greater(t, next.Usage.CPUMillis, next.Schedulable(Defaults{CPU: 1000, Memory: 1000}).CPUMillis)
 		require.NoError(t, next.Validate())
@@ -341,4 +341,33 @@ func TestRecompute(t *testing.T) {
 		_, _, err = Rules{}.Recompute(sample(), json.RawMessage(`{"w": {}}`), nil)
 		require.ErrorContains(t, err, "workloads_resource: want a list")
 	})
+}
+
+// setCapacity is set-node-resource-capacity's decision as the engine drives
+// it: the change picked from resource and request (types.ChangeOf), decoded,
+// then applied to n.
+func setCapacity(n *Node, resource, request json.RawMessage, delta, incr bool) (*Node, error) {
+	c, err := types.ChangeOf(&types.Request{Resource: resource, ResourceRequest: request}, false)
+	if err != nil {
+		return nil, err
+	}
+	edit, err := DecodeCapacityChange(c, delta, incr)
+	if err != nil {
+		return nil, err
+	}
+	return edit.Apply(n)
+}
+
+// nextUsage is set-node-resource-usage's decision as the engine drives it
+// (without the isolation ledger, which is the engine's).
+func nextUsage(n *Node, resource, request, workloads json.RawMessage, delta, incr bool) (*Node, error) {
+	c, err := types.ChangeOf(&types.Request{Resource: resource, ResourceRequest: request, WorkloadsResource: workloads}, true)
+	if err != nil {
+		return nil, err
+	}
+	edit, err := DecodeUsageChange(c, delta, incr)
+	if err != nil {
+		return nil, err
+	}
+	return edit.Apply(n)
 }

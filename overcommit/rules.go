@@ -5,6 +5,7 @@ import (
 	"strconv"
 	"strings"
 
+	"github.com/eru-extend/resources/engine"
 	"github.com/eru-extend/resources/types"
 )
 
@@ -60,31 +61,9 @@ func (Rules) AddNode(request json.RawMessage, info *types.EngineInfo) (*Node, er
 	return AddNode(request, info)
 }
 
-// SetCapacity changes a node's host figures: resource_request in request
-// form (or a rollback snapshot), resource in stored form only, as the
-// protocol names them.
-func (Rules) SetCapacity(n *Node, c types.Change, delta, incr bool) (*Node, error) {
-	if c.Form != types.StoredForm {
-		return n.SetCapacity(nil, c.Raw, delta, incr)
-	}
-	change, err := decodeAmount(c.Raw, "resource")
-	if err != nil {
-		return nil, err
-	}
-	out := *n
-	out.Capacity = apply(out.Capacity, change, true, true, delta, incr)
-	return &out, out.Validate()
-}
-
 // Restore builds a record from set-node-resource-info.
 func (Rules) Restore(capacity, usage json.RawMessage) (*Node, error) {
 	return Restore(capacity, usage)
-}
-
-// NextUsage computes a usage write from the one change the engine picked.
-func (Rules) NextUsage(n *Node, c types.Change, delta, incr bool) (*Node, error) {
-	resource, request, workloads := c.Keys()
-	return n.NextUsage(resource, request, workloads, delta, incr)
 }
 
 // Recompute sums the workloads and lists the disagreements.
@@ -120,17 +99,29 @@ func (Rules) Deploy(n *Node, w *WorkloadRequest, count int, env types.Env) (*typ
 	return out, nil
 }
 
-// Realloc resizes a workload by the request's deltas.
-func (Rules) Realloc(n *Node, workload, request json.RawMessage, env types.Env) (*types.Realloc, bool, error) {
+// Resize is a decoded calculate-realloc: a stored workload and a request
+// of deltas.
+type Resize struct {
+	old   *Workload
+	delta *WorkloadRequest
+}
+
+// ParseResize decodes calculate-realloc's workload and request.
+func (Rules) ParseResize(workload, request json.RawMessage) (engine.Resize[*Node], error) {
 	old, err := DecodeWorkload(workload)
 	if err != nil {
-		return nil, false, err
+		return nil, err
 	}
 	delta, err := ParseWorkloadRequest(request, true)
 	if err != nil {
-		return nil, false, err
+		return nil, err
 	}
-	next, diff, grows, err := n.Realloc(old, delta, defaultsOf(env))
+	return &Resize{old: old, delta: delta}, nil
+}
+
+// Plan resizes the workload by the request's deltas on n.
+func (r *Resize) Plan(n *Node, env types.Env) (*types.Realloc, bool, error) {
+	next, diff, grows, err := n.Realloc(r.old, r.delta, defaultsOf(env))
 	if err != nil {
 		return nil, false, err
 	}

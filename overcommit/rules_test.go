@@ -50,11 +50,20 @@ func TestPluginDeploy(t *testing.T) {
 	})
 }
 
+// realloc is calculate-realloc's decision as the engine drives it: the
+// workload and request decoded first, then planned on n.
+func realloc(n *Node, workload, request json.RawMessage, env types.Env) (*types.Realloc, bool, error) {
+	r, err := Rules{}.ParseResize(workload, request)
+	if err != nil {
+		return nil, false, err
+	}
+	return r.Plan(n, env)
+}
+
 func TestPluginRealloc(t *testing.T) {
-	p := Rules{}
 	old := json.RawMessage(`{"cpu_request_millis":2000,"cpu_limit_millis":2000,"memory_request":1073741824,"memory_limit":1073741824}`)
 	t.Run("a shrink answers the delta in stored shape with negative numbers", func(t *testing.T) {
-		out, grows, err := p.Realloc(host16(Amount{CPUMillis: 2000}), old, json.RawMessage(`{"cpu": "-0.5", "memory": "-512M"}`), envWith(t, nil))
+		out, grows, err := realloc(host16(Amount{CPUMillis: 2000}), old, json.RawMessage(`{"cpu": "-0.5", "memory": "-512M"}`), envWith(t, nil))
 		require.NoError(t, err)
 		require.False(t, grows)
 		require.JSONEq(t, `{"engine_params":{},
@@ -62,7 +71,7 @@ func TestPluginRealloc(t *testing.T) {
 			"workload_resource":{"cpu_request_millis":1500,"cpu_limit_millis":1500,"memory_request":536870912,"memory_limit":536870912}}`, asJSON(t, out))
 	})
 	t.Run("a growth says so", func(t *testing.T) {
-		_, grows, err := p.Realloc(host16(Amount{CPUMillis: 2000}), old, json.RawMessage(`{"cpu": 1}`), envWith(t, nil))
+		_, grows, err := realloc(host16(Amount{CPUMillis: 2000}), old, json.RawMessage(`{"cpu": 1}`), envWith(t, nil))
 		require.NoError(t, err)
 		require.True(t, grows)
 	})
@@ -73,7 +82,7 @@ func TestPluginRealloc(t *testing.T) {
 		{"a bad stored workload is refused", `{"cpu_request_millis": "x"}`, `{"cpu": 1}`, "workload resource"},
 	} {
 		t.Run(c.name, func(t *testing.T) {
-			_, _, err := p.Realloc(host16(Amount{}), json.RawMessage(c.workload), json.RawMessage(c.request), envWith(t, nil))
+			_, _, err := realloc(host16(Amount{}), json.RawMessage(c.workload), json.RawMessage(c.request), envWith(t, nil))
 			require.Equal(t, types.InvalidArgument, types.ClassOf(err))
 			require.ErrorContains(t, err, c.err)
 		})

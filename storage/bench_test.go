@@ -137,3 +137,34 @@ func benchCount(b *testing.B, node *Node, bindings []*VolumeBinding) {
 	}
 	b.ReportMetric(float64(got), "plans")
 }
+
+// BenchmarkUsageWrite is set-node-resource-usage's decision for core's
+// commonest write: a delta of the workloads just deployed, in request and
+// workloads form, decoded once and applied.
+func BenchmarkUsageWrite(b *testing.B) {
+	n := seedNode(b)
+	wl := raw(`[{"volume_plan_request":{"AUTO:/data:rw:10:0:0:0:0":{"/data0":10}},"volume_plan_limit":{"AUTO:/data:rw:10:0:0:0:0":{"/data0":10}},"storage_request":10,"storage_limit":10}]`)
+	req := raw(`{"volumes":["/data0:10"],"storage":"10"}`)
+	b.ReportAllocs()
+	for b.Loop() {
+		if _, err := nextUsage(n, nil, nil, wl, true, true); err != nil {
+			b.Fatal(err)
+		}
+		if _, err := nextUsage(n, nil, req, nil, true, true); err != nil {
+			b.Fatal(err)
+		}
+	}
+}
+
+// BenchmarkCapacityWrite is set-node-resource-capacity's decision on an
+// absolute request.
+func BenchmarkCapacityWrite(b *testing.B) {
+	n := seedNode(b)
+	req := raw(`{"volumes":["/data0:2000","/data2:1T"],"disks":["/dev/vdb:/a:1:2:3:4"],"storage":"10G"}`)
+	b.ReportAllocs()
+	for b.Loop() {
+		if _, err := setCapacity(n, nil, req, false, false); err != nil {
+			b.Fatal(err)
+		}
+	}
+}

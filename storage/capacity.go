@@ -5,9 +5,7 @@ import (
 	"fmt"
 	"slices"
 	"strconv"
-	"strings"
 
-	"github.com/eru-extend/resources/storage/pool"
 	"github.com/eru-extend/resources/types"
 )
 
@@ -35,15 +33,19 @@ func AddNode(request json.RawMessage, info *types.EngineInfo) (*Node, error) {
 	var engineTotal int64
 	if info != nil {
 		engineTotal = info.StorageTotal
-		if raw := info.Resources["storage"]; len(raw) > 0 && !types.IsNull(json.RawMessage(raw)) {
-			r, err := decodeStored(json.RawMessage(raw), "info.Resources.storage", report)
+		if raw := json.RawMessage(info.Resources["storage"]); len(raw) > 0 && !types.IsNull(raw) {
+			m, err := types.DecodeObject(raw, "info.Resources.storage")
+			if err != nil {
+				return nil, err
+			}
+			r, err := decodeStoredMembers(m, raw, "info.Resources.storage", report)
 			if err != nil {
 				return nil, err
 			}
 			reported = &r
 			// its storage stands for the engine's total only when it
 			// carries one; else StorageTotal does.
-			if m, err := types.DecodeObject(json.RawMessage(raw), "info.Resources.storage"); err == nil && !types.IsNull(m["storage"]) {
+			if !types.IsNull(m["storage"]) {
 				engineTotal = r.Storage
 			}
 		}
@@ -96,80 +98,6 @@ func AddNode(request json.RawMessage, info *types.EngineInfo) (*Node, error) {
 		return nil, err
 	}
 	return n, n.Validate()
-}
-
-// SetCapacity applies set-node-resource-capacity: resource_request (request
-// form, or a rollback snapshot in stored form), else resource (stored
-// form); absolute (delta false) or added/subtracted (delta true, incr).
-func (n *Node) SetCapacity(resource, request json.RawMessage, delta, incr bool) (*Node, error) {
-	out := n.Clone()
-	reqM, err := types.DecodeObject(request, "resource_request")
-	if err != nil {
-		return nil, err
-	}
-	resM, err := types.DecodeObject(resource, "resource")
-	if err != nil {
-		return nil, err
-	}
-	// Pool declarations are applied on their own, after the devices: the
-	// device paths below restore them as they were.
-	var decl pool.DeclarationRequest
-	switch {
-	case reqM != nil && isSnapshot(reqM):
-		stored, err := decodeStored(request, "resource_request", whole)
-		if err != nil {
-			return nil, err
-		}
-		if err := out.Capacity.apply(stored, &out.Usage, delta, incr); err != nil {
-			return nil, err
-		}
-		if decl, err = storedDeclarations(request); err != nil {
-			return nil, err
-		}
-		decl.Absolute = !delta
-	case reqM != nil:
-		q, err := ParseNodeRequest(reqM, delta)
-		if err != nil {
-			return nil, err
-		}
-		decl = q.declarations(!delta)
-		if delta {
-			if q.HasRmDisks {
-				return nil, errInvalid("rm-disks is only valid in absolute mode (delta false)")
-			}
-			err = out.Capacity.apply(q.toResource(), &out.Usage, true, incr)
-		} else {
-			err = out.Capacity.applyAbsolute(q)
-		}
-		if err != nil {
-			return nil, err
-		}
-	case resM != nil:
-		stored, err := decodeStored(resource, "resource", shapeFor(delta))
-		if err != nil {
-			return nil, err
-		}
-		if err := out.Capacity.apply(stored, &out.Usage, delta, incr); err != nil {
-			return nil, err
-		}
-		if resM["pools"] != nil || resM["default_pool"] != nil || !delta {
-			if decl, err = storedDeclarations(resource); err != nil {
-				return nil, err
-			}
-			decl.Absolute = !delta
-			if delta {
-				decl.DefaultPool = nil
-			}
-		}
-	}
-	out.Capacity.setDeclarations(n.Declarations())
-	if err := out.declare(decl); err != nil {
-		return nil, err
-	}
-	if err := out.syncUsage(); err != nil {
-		return nil, err
-	}
-	return out, out.Validate()
 }
 
 // apply replaces the capacity with a stored-form resource (delta false, a
@@ -316,6 +244,7 @@ func (r *Resource) applyAbsolute(q *NodeRequest) error {
 			*cur = Disk{Device: d.Device, Mounts: slices.Clone(d.Mounts)}
 			cur.SetQuota(d.Quota())
 		} else {
+			d.Mounts = slices.Clone(d.Mounts) // the request is applied again on a retry
 			r.Disks = append(r.Disks, d)
 		}
 	}
@@ -361,84 +290,6 @@ func Restore(capacity, usage json.RawMessage) (*Node, error) {
 		return nil, err
 	}
 	return n, n.Validate()
-}
-
-// NextUsage computes set-node-resource-usage without validating it: the
-// result may hold negative components, which the node registry's ledger may
-// absorb before the record is validated. The change is the first present of
-// resource_request (request form), resource (stored form) and the sum of
-// workloads_resource; delta adds (incr) or subtracts it, else it replaces
-// the usage.
-func (n *Node) NextUsage(resource, request, workloads json.RawMessage, delta, incr bool) (*Node, error) {
-	reqM, err := types.DecodeObject(request, "resource_request")
-	if err != nil {
-		return nil, err
-	}
-	var change Resource
-	switch {
-	case reqM != nil && isSnapshot(reqM):
-		if change, err = decodeStored(request, "resource_request", whole); err != nil {
-			return nil, err
-		}
-	case reqM != nil:
-		q, err := ParseNodeRequest(reqM, delta)
-		if err != nil {
-			return nil, err
-		}
-		if q.HasRmDisks {
-			return nil, errInvalid("rm-disks is not a usage")
-		}
-		if q.hasPools() {
-			return nil, errInvalid("pools, default-pool and rm-pools are declarations, not a usage")
-		}
-		change = q.toResource()
-	case !types.IsNull(resource):
-		if _, err := types.DecodeObject(resource, "resource"); err != nil {
-			return nil, err
-		}
-		if change, err = decodeStored(resource, "resource", shapeFor(delta)); err != nil {
-			return nil, err
-		}
-	default:
-		list, err := DecodeWorkloads(workloads)
-		if err != nil {
-			return nil, err
-		}
-		if change, err = sumWorkloads(list); err != nil {
-			return nil, err
-		}
-	}
-	old := n.Usage.amounts()
-	var next types.Amounts
-	switch {
-	case !delta:
-		next = types.Amounts{}
-		for k := range old {
-			next[k] = 0
-		}
-		for k, v := range change.amounts() {
-			next[k] = v
-		}
-	case incr:
-		next, err = addAmounts(old, change.amounts(), 1)
-	default:
-		next, err = addAmounts(old, change.amounts(), -1)
-	}
-	if err != nil {
-		return nil, err
-	}
-	// A record written before bindings charged no bytes were counted (or by
-	// the upstream plugin) holds none: removing such a binding leaves 0.
-	for k, v := range next {
-		if strings.HasPrefix(k, "bindings:") && v < 0 {
-			next[k] = 0
-		}
-	}
-	out := n.WithHeld(next)
-	if out.pending, err = n.usagePoolChange(request, resource, workloads, change, delta, incr); err != nil {
-		return nil, err
-	}
-	return out, nil
 }
 
 func addAmounts(a, b types.Amounts, sign int64) (types.Amounts, error) {
@@ -500,7 +351,7 @@ func (n *Node) Recompute(workloads []*Workload, released types.Amounts) (Resourc
 	for d := range computed.Volumes {
 		devs[d] = true
 	}
-	for _, d := range sortedKeys(devs) {
+	for _, d := range types.SortedKeys(devs) {
 		if s, c := n.Usage.Volumes[d], computed.Volumes[d]; s != c {
 			diffs = append(diffs, fmt.Sprintf("volume %s: stored usage %d, workloads hold %d", d, s, c))
 		}
@@ -512,7 +363,7 @@ func (n *Node) Recompute(workloads []*Workload, released types.Amounts) (Resourc
 	for d := range computed.ZeroByte {
 		zero[d] = true
 	}
-	for _, d := range sortedKeys(zero) {
+	for _, d := range types.SortedKeys(zero) {
 		if s, c := n.Usage.ZeroByte[d], computed.ZeroByte[d]; s != c {
 			diffs = append(diffs, fmt.Sprintf("volume %s: stored usage holds %d bindings charged no bytes, workloads hold %d", d, s, c))
 		}
@@ -524,7 +375,7 @@ func (n *Node) Recompute(workloads []*Workload, released types.Amounts) (Resourc
 	for _, d := range computed.Disks {
 		disks[d.Device] = true
 	}
-	for _, dev := range sortedKeys(disks) {
+	for _, dev := range types.SortedKeys(disks) {
 		var s, c Quota
 		if d := n.Usage.disk(dev); d != nil {
 			s = d.Quota()
@@ -547,13 +398,4 @@ func (n *Node) WithUsage(u Resource) (*Node, error) {
 	out := n.Clone()
 	out.Usage = u.Clone()
 	return out.Settle()
-}
-
-func sortedKeys(m map[string]bool) []string {
-	keys := make([]string, 0, len(m))
-	for k := range m {
-		keys = append(keys, k)
-	}
-	slices.Sort(keys)
-	return keys
 }

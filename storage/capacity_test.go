@@ -18,7 +18,7 @@ func TestParseNodeRequest(t *testing.T) {
 		want NodeRequest
 	}{
 		{
-			name: "the seed's add-node example",
+			name: "the add-node example of docs/storage.md",
 			in:   `{"volumes":["/data0:1T","/data1:1T"],"disks":["/dev/vda:/,/data0:1000:1000:1G:1G"],"storage":"2T"}`,
 			want: NodeRequest{
 				Volumes:    []VolumeSize{{"/data0", tib}, {"/data1", tib}},
@@ -311,7 +311,7 @@ func TestSetCapacity(t *testing.T) {
 				req = raw(tt.request)
 			}
 			before := seedNode(t)
-			n, err := before.SetCapacity(res, req, tt.delta, tt.incr)
+			n, err := setCapacity(before, res, req, tt.delta, tt.incr)
 			require.NoError(t, err)
 			got, err := json.Marshal(n.Capacity)
 			require.NoError(t, err)
@@ -348,7 +348,7 @@ func TestSetCapacity(t *testing.T) {
 	}
 	for _, tt := range refusals {
 		t.Run(tt.name+" is refused", func(t *testing.T) {
-			_, err := seedNode(t).SetCapacity(nil, raw(tt.request), tt.delta, tt.incr)
+			_, err := setCapacity(seedNode(t), nil, raw(tt.request), tt.delta, tt.incr)
 			requireClass(t, err, tt.class)
 			require.ErrorContains(t, err, tt.errHas)
 		})
@@ -358,28 +358,28 @@ func TestSetCapacity(t *testing.T) {
 		before := seedNode(t)
 		snapshot, err := json.Marshal(before.Capacity)
 		require.NoError(t, err)
-		changed, err := before.SetCapacity(nil, raw(`{"volumes":["/data1:0","/data2:1T"],"storage":"9","rm-disks":""}`), false, false)
+		changed, err := setCapacity(before, nil, raw(`{"volumes":["/data1:0","/data2:1T"],"storage":"9","rm-disks":""}`), false, false)
 		require.NoError(t, err)
 		require.NotEqual(t, before.Capacity, changed.Capacity)
-		back, err := changed.SetCapacity(nil, snapshot, false, false)
+		back, err := setCapacity(changed, nil, snapshot, false, false)
 		require.NoError(t, err)
 		require.Equal(t, before, back)
 	})
 
 	t.Run("a request of nulls does not wipe the capacity of an idle node", func(t *testing.T) {
 		idle := mustNode(t, `{"volumes":{"/data0":1000},"disks":[{"device":"/dev/vda","read_IOPS":5}],"storage":5000}`, "")
-		n, err := idle.SetCapacity(nil, raw(`{"volumes":null,"disks":null,"storage":null}`), false, false)
+		n, err := setCapacity(idle, nil, raw(`{"volumes":null,"disks":null,"storage":null}`), false, false)
 		require.NoError(t, err)
 		require.Equal(t, idle.Capacity, n.Capacity)
 	})
 
 	t.Run("volumes kept beside a smaller storage cannot be added up beyond 8 PiB", func(t *testing.T) {
-		n, err := NewNode().SetCapacity(nil, raw(`{"volumes":["/a:8P"],"storage":"0"}`), false, false)
+		n, err := setCapacity(NewNode(), nil, raw(`{"volumes":["/a:8P"],"storage":"0"}`), false, false)
 		require.NoError(t, err)
-		n, err = n.SetCapacity(nil, raw(`{"storage":"0"}`), false, false)
+		n, err = setCapacity(n, nil, raw(`{"storage":"0"}`), false, false)
 		require.NoError(t, err)
 		require.Equal(t, map[string]int64{"/a": 8 * pib}, n.Capacity.Volumes)
-		_, err = n.SetCapacity(nil, raw(`{"volumes":["/b:1"]}`), true, true)
+		_, err = setCapacity(n, nil, raw(`{"volumes":["/b:1"]}`), true, true)
 		requireClass(t, err, types.InvalidArgument)
 		require.ErrorContains(t, err, "volumes add up to more than 8 PiB")
 	})
@@ -387,9 +387,9 @@ func TestSetCapacity(t *testing.T) {
 	t.Run("an add followed by the same subtraction restores the capacity, a disk taken to no quota kept", func(t *testing.T) {
 		before := seedNode(t)
 		req := raw(`{"volumes":["/data1:100","/data3:5"],"disks":["/dev/vdc:/data3:1:1:1:1"],"storage":"1K"}`)
-		up, err := before.SetCapacity(nil, req, true, true)
+		up, err := setCapacity(before, nil, req, true, true)
 		require.NoError(t, err)
-		down, err := up.SetCapacity(nil, req, true, false)
+		down, err := setCapacity(up, nil, req, true, false)
 		require.NoError(t, err)
 		want := before.Clone()
 		want.Capacity.Disks = append(want.Capacity.Disks, Disk{Device: "/dev/vdc", Mounts: []string{"/data3"}})
@@ -464,7 +464,7 @@ func TestNextUsage(t *testing.T) {
 			if tt.workload != "" {
 				wls = raw(tt.workload)
 			}
-			next, err := seedNode(t).NextUsage(res, req, wls, tt.delta, tt.incr)
+			next, err := nextUsage(seedNode(t), res, req, wls, tt.delta, tt.incr)
 			require.NoError(t, err)
 			settled, err := next.Settle()
 			require.NoError(t, err)
@@ -491,7 +491,7 @@ func TestNextUsage(t *testing.T) {
 	}
 	for _, tt := range refusals {
 		t.Run("settling "+tt.name+" is refused", func(t *testing.T) {
-			next, err := seedNode(t).NextUsage(nil, raw(tt.request), nil, tt.delta, tt.incr)
+			next, err := nextUsage(seedNode(t), nil, raw(tt.request), nil, tt.delta, tt.incr)
 			require.NoError(t, err, "NextUsage itself does not validate")
 			_, err = next.Settle()
 			requireClass(t, err, types.InvalidArgument)
@@ -500,11 +500,11 @@ func TestNextUsage(t *testing.T) {
 	}
 
 	t.Run("rm-disks is not a usage", func(t *testing.T) {
-		_, err := seedNode(t).NextUsage(nil, raw(`{"rm-disks":"/dev/vda"}`), nil, false, false)
+		_, err := nextUsage(seedNode(t), nil, raw(`{"rm-disks":"/dev/vda"}`), nil, false, false)
 		require.ErrorContains(t, err, "rm-disks is not a usage")
 	})
 	t.Run("workloads given as an object are refused", func(t *testing.T) {
-		_, err := seedNode(t).NextUsage(nil, nil, raw(workload), false, false)
+		_, err := nextUsage(seedNode(t), nil, nil, raw(workload), false, false)
 		require.ErrorContains(t, err, "want a list")
 	})
 }
@@ -575,6 +575,85 @@ func TestRecompute(t *testing.T) {
 				_, again, err := fixed.Recompute(tt.workloads, tt.released)
 				require.NoError(t, err)
 				require.Empty(t, again, "the fixed record agrees with the workloads")
+			}
+		})
+	}
+}
+
+func TestADecodedChangeAppliesAlikeOnEveryAttempt(t *testing.T) {
+	// The engine decodes a change once and applies it again to the record
+	// it reads after a conflict: applying must not consume or alter it.
+	for _, tt := range []struct {
+		name     string
+		request  string
+		delta    bool
+		capacity bool
+	}{
+		{name: "an absolute request adding a disk and a pool", capacity: true,
+			request: `{"volumes":["/data2:1T"],"disks":["/dev/vdb:/a,/b:1:2:3:4"],"pools":["ceph-a:/mnt/ceph"],"default-pool":"ceph-a"}`},
+		{name: "a delta growing a disk's mounts", capacity: true, delta: true,
+			request: `{"disks":["/dev/vda:/c:1:1:1:1"],"volumes":["/data0:1"]}`},
+		{name: "a stored-form capacity snapshot", capacity: true,
+			request: `{"volumes":{"/data0":1000},"disks":[{"device":"/dev/vda","mounts":["/","/data0"],"read_IOPS":100}],"storage":3000}`},
+		{name: "a usage delta in request form", delta: true, request: `{"volumes":["/data0:10"],"storage":"10"}`},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			c, err := types.ChangeOf(&types.Request{ResourceRequest: raw(tt.request)}, !tt.capacity)
+			require.NoError(t, err)
+			var edit interface{ Apply(*Node) (*Node, error) }
+			if tt.capacity {
+				edit, err = DecodeCapacityChange(c, tt.delta, true)
+			} else {
+				edit, err = DecodeUsageChange(c, tt.delta, true)
+			}
+			require.NoError(t, err)
+			n := seedNode(t)
+			first, err := edit.Apply(n)
+			require.NoError(t, err)
+			want := first.Clone()
+			for _, d := range first.Capacity.Disks {
+				for i := range d.Mounts {
+					d.Mounts[i] = "/changed" // a later step writing the result in place
+				}
+			}
+			require.Equal(t, seedNode(t), n, "the record it was given is left as it was")
+			second, err := edit.Apply(n)
+			require.NoError(t, err)
+			require.Equal(t, want, second)
+		})
+	}
+}
+
+func TestValidateNamesTheSameFaultEveryTime(t *testing.T) {
+	for _, c := range []struct {
+		name string
+		node func() *Node
+		want string
+	}{
+		{"two volumes above capacity name the first in order", func() *Node {
+			n := NewNode()
+			n.Capacity.Volumes = map[string]int64{"/a": 1, "/b": 1, "/c": 1, "/d": 1}
+			n.Capacity.Storage = 100
+			n.Usage.Volumes = map[string]int64{"/d": 2, "/b": 2, "/c": 0}
+			return n
+		}, "usage of volume /b would be 2 bytes, above its capacity 1"},
+		{"two volumes out of range name the first in order", func() *Node {
+			n := NewNode()
+			n.Capacity.Volumes = map[string]int64{"/z": -1, "/m": -2, "/a": 1}
+			return n
+		}, "capacity of volume /m is -2, out of range"},
+		{"bindings on unknown volumes name the first in order", func() *Node {
+			n := NewNode()
+			n.Capacity.Volumes = map[string]int64{"/a": 1}
+			n.Usage.ZeroByte = map[string]int64{"/y": 1, "/x": 2, "/a": 1}
+			return n
+		}, "usage of volume /x: 2 bindings on a volume the node does not have"},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			for range 50 {
+				err := c.node().Validate()
+				require.Error(t, err)
+				require.Contains(t, err.Error(), c.want)
 			}
 		})
 	}

@@ -84,7 +84,7 @@ func TestZeroByteBindingsKeepADeviceUsed(t *testing.T) {
 		wls, err := n.Deploy(ctx, mustRequest(t, `{"volumes":["AUTO:/u:rw:0"]}`, false), 1, 10)
 		require.NoError(t, err)
 		after := usageAfter(t, n, wls...)
-		next, err := after.NextUsage(nil, nil, mustJSON(t, wls), true, false)
+		next, err := nextUsage(after, nil, nil, mustJSON(t, wls), true, false)
 		require.NoError(t, err)
 		settled, err := next.Settle()
 		require.NoError(t, err)
@@ -93,7 +93,7 @@ func TestZeroByteBindingsKeepADeviceUsed(t *testing.T) {
 	t.Run("removing such a binding from a record that never counted it leaves 0", func(t *testing.T) {
 		n := mustNode(t, capacity, `{"volumes":{"/data0":0,"/data1":0},"disks":[],"storage":0}`)
 		w := mustWorkload(t, `{"volumes_request":["AUTO:/u:rw:0:0:0:0:0"],"volume_plan_request":{"AUTO:/u:rw:0:0:0:0:0":{"/data1":0}}}`)
-		next, err := n.NextUsage(nil, nil, mustJSON(t, []*Workload{w}), true, false)
+		next, err := nextUsage(n, nil, nil, mustJSON(t, []*Workload{w}), true, false)
 		require.NoError(t, err)
 		settled, err := next.Settle()
 		require.NoError(t, err)
@@ -116,7 +116,7 @@ func TestZeroByteBindingsKeepADeviceUsed(t *testing.T) {
 	})
 	t.Run("a device hosting such bindings cannot be removed", func(t *testing.T) {
 		n := mustNode(t, capacity, `{"volumes":{},"disks":[],"storage":0,"zero_byte_bindings":{"/data1":2}}`)
-		_, err := n.SetCapacity(nil, raw(`{"volumes":["/data1:0"]}`), false, false)
+		_, err := setCapacity(n, nil, raw(`{"volumes":["/data1:0"]}`), false, false)
 		requireClass(t, err, types.FailedPrecondition)
 		require.ErrorContains(t, err, "volume /data1 still holds 2 workload bindings")
 	})
@@ -277,7 +277,7 @@ func TestWorkloadSumsNeverWrap(t *testing.T) {
 	n := mustNode(t, `{"volumes":{},"disks":[{"device":"/dev/vda","mounts":["/"],"read_IOPS":10}],"storage":0}`, "")
 	_, _, err = n.Recompute(ws, nil)
 	require.ErrorContains(t, err, "more than 2^53 of read_IOPS")
-	_, err = n.NextUsage(nil, nil, mustJSON(t, ws), true, true)
+	_, err = nextUsage(n, nil, nil, mustJSON(t, ws), true, true)
 	require.ErrorContains(t, err, "more than 2^53 of read_IOPS")
 }
 
@@ -349,14 +349,14 @@ func TestNegativeDeltas(t *testing.T) {
 	}
 	shrink := `{"volumes":["/data0:-100G"],"storage":"-10G","disks":["/dev/sda:/data0:-100:0:0:0"]}`
 	t.Run("eru-cli's node set --delta with negative values shrinks the node, incr true", func(t *testing.T) {
-		out, err := node(t).SetCapacity(nil, raw(shrink), true, true)
+		out, err := setCapacity(node(t), nil, raw(shrink), true, true)
 		require.NoError(t, err)
 		require.Equal(t, tib-100*gib, out.Capacity.Volumes["/data0"])
 		require.Equal(t, 2*tib-110*gib, out.Capacity.Storage, "the volume's change moves storage with it")
 		require.Equal(t, int64(900), out.Capacity.Disks[0].ReadIOPS)
 	})
 	t.Run("negative values subtracted (incr false) grow it", func(t *testing.T) {
-		out, err := node(t).SetCapacity(nil, raw(shrink), true, false)
+		out, err := setCapacity(node(t), nil, raw(shrink), true, false)
 		require.NoError(t, err)
 		require.Equal(t, tib+100*gib, out.Capacity.Volumes["/data0"])
 		require.Equal(t, int64(1100), out.Capacity.Disks[0].ReadIOPS)
@@ -372,20 +372,20 @@ func TestNegativeDeltas(t *testing.T) {
 		{"a volume the node does not have", `{"volumes":["/data9:-1G"]}`, "volume /data9: the node has no such volume to shrink by 1 GiB"},
 	} {
 		t.Run(tt.name+" is refused naming the device and the amounts", func(t *testing.T) {
-			_, err := node(t).SetCapacity(nil, raw(tt.request), true, true)
+			_, err := setCapacity(node(t), nil, raw(tt.request), true, true)
 			requireClass(t, err, types.FailedPrecondition)
 			require.EqualError(t, err, tt.want)
 		})
 	}
 	t.Run("a negative value in absolute mode is refused", func(t *testing.T) {
-		_, err := node(t).SetCapacity(nil, raw(`{"volumes":["/data0:-1G"]}`), false, true)
+		_, err := setCapacity(node(t), nil, raw(`{"volumes":["/data0:-1G"]}`), false, true)
 		requireClass(t, err, types.InvalidArgument)
 		require.ErrorContains(t, err, `size "-1G" is negative`)
 	})
 	t.Run("a delta taking a disk's quotas to 0 keeps the disk and its mounts", func(t *testing.T) {
 		n := mustNode(t,
 			`{"volumes":{"/data0":100},"disks":[{"device":"/dev/root","mounts":["/"],"read_IOPS":1000},{"device":"/dev/sda","mounts":["/data0"],"read_IOPS":10}],"storage":100}`, "")
-		out, err := n.SetCapacity(nil, raw(`{"disks":["/dev/sda:/data0:10:0:0:0"]}`), true, false)
+		out, err := setCapacity(n, nil, raw(`{"disks":["/dev/sda:/data0:10:0:0:0"]}`), true, false)
 		require.NoError(t, err)
 		require.Equal(t, []Disk{
 			{Device: "/dev/root", Mounts: []string{"/"}, ReadIOPS: 1000},

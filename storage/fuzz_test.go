@@ -203,9 +203,9 @@ func FuzzSetCapacity(f *testing.F) {
 				var out *Node
 				var err error
 				if asResource {
-					out, err = n.SetCapacity(request, nil, delta, incr)
+					out, err = setCapacity(n, request, nil, delta, incr)
 				} else {
-					out, err = n.SetCapacity(nil, request, delta, incr)
+					out, err = setCapacity(n, nil, request, delta, incr)
 				}
 				require.Equal(t, before, n, "SetCapacity changed the node it was given")
 				if err != nil {
@@ -221,7 +221,7 @@ func FuzzSetCapacity(f *testing.F) {
 				}
 			}
 
-			next, err := n.NextUsage(nil, request, nil, delta, incr)
+			next, err := nextUsage(n, nil, request, nil, delta, incr)
 			require.Equal(t, before, n, "NextUsage changed the node it was given")
 			if err == nil {
 				if settled, err := next.Settle(); err == nil {
@@ -366,7 +366,7 @@ func FuzzDecodeWorkloads(f *testing.F) {
 		if _, _, err := node.Recompute(ws, nil); err == nil {
 			require.Equal(t, before, node)
 		}
-		if next, err := node.NextUsage(nil, nil, data, false, false); err == nil {
+		if next, err := nextUsage(node, nil, nil, data, false, false); err == nil {
 			if settled, err := next.Settle(); err == nil {
 				requireRecordExact(t, settled)
 			}
@@ -488,7 +488,7 @@ func checkRealloc(t *testing.T, node *Node, oldRaw string, req *WorkloadRequest)
 	// the delta commits, and the node then agrees with the workloads.
 	delta, err := json.Marshal([]*Workload{res.Delta})
 	require.NoError(t, err)
-	next, err := node.NextUsage(nil, nil, delta, true, true)
+	next, err := nextUsage(node, nil, nil, delta, true, true)
 	require.NoError(t, err)
 	committed, err := next.Settle()
 	require.NoError(t, err, "committing the delta %s", delta)

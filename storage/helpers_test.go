@@ -97,7 +97,7 @@ func usageAfter(t testing.TB, n *Node, wls ...*Workload) *Node {
 	t.Helper()
 	data, err := json.Marshal(wls)
 	require.NoError(t, err)
-	next, err := n.NextUsage(nil, nil, data, true, true)
+	next, err := nextUsage(n, nil, nil, data, true, true)
 	require.NoError(t, err)
 	settled, err := next.Settle()
 	require.NoError(t, err)
@@ -118,4 +118,33 @@ func mustParams(t testing.TB, w *Workload) *EngineParams {
 	p, err := w.EngineParams()
 	require.NoError(t, err)
 	return p
+}
+
+// setCapacity is set-node-resource-capacity's decision as the engine drives
+// it: the change picked from resource and request (types.ChangeOf), decoded,
+// then applied to n.
+func setCapacity(n *Node, resource, request json.RawMessage, delta, incr bool) (*Node, error) {
+	c, err := types.ChangeOf(&types.Request{Resource: resource, ResourceRequest: request}, false)
+	if err != nil {
+		return nil, err
+	}
+	edit, err := DecodeCapacityChange(c, delta, incr)
+	if err != nil {
+		return nil, err
+	}
+	return edit.Apply(n)
+}
+
+// nextUsage is set-node-resource-usage's decision as the engine drives it
+// (without the isolation ledger, which is the engine's).
+func nextUsage(n *Node, resource, request, workloads json.RawMessage, delta, incr bool) (*Node, error) {
+	c, err := types.ChangeOf(&types.Request{Resource: resource, ResourceRequest: request, WorkloadsResource: workloads}, true)
+	if err != nil {
+		return nil, err
+	}
+	edit, err := DecodeUsageChange(c, delta, incr)
+	if err != nil {
+		return nil, err
+	}
+	return edit.Apply(n)
 }

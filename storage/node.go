@@ -210,19 +210,22 @@ func (n *Node) Validate() error {
 	if err := n.Usage.validate("usage"); err != nil {
 		return err
 	}
-	for dev, used := range n.Usage.Volumes {
+	if dev, bad := firstBad(n.Usage.Volumes, func(dev string, used int64) bool {
 		capacity, ok := n.Capacity.Volumes[dev]
-		if !ok && used != 0 {
+		return (!ok && used != 0) || used > capacity
+	}); bad {
+		used := n.Usage.Volumes[dev]
+		capacity, ok := n.Capacity.Volumes[dev]
+		if !ok {
 			return errInvalid("usage of volume %s: the node has no such volume", dev)
 		}
-		if used > capacity {
-			return errInvalid("usage of volume %s would be %d bytes, above its capacity %d", dev, used, capacity)
-		}
+		return errInvalid("usage of volume %s would be %d bytes, above its capacity %d", dev, used, capacity)
 	}
-	for dev, count := range n.Usage.ZeroByte {
-		if _, ok := n.Capacity.Volumes[dev]; !ok && count != 0 {
-			return errInvalid("usage of volume %s: %d bindings on a volume the node does not have", dev, count)
-		}
+	if dev, bad := firstBad(n.Usage.ZeroByte, func(dev string, count int64) bool {
+		_, ok := n.Capacity.Volumes[dev]
+		return !ok && count != 0
+	}); bad {
+		return errInvalid("usage of volume %s: %d bindings on a volume the node does not have", dev, n.Usage.ZeroByte[dev])
 	}
 	if len(n.Capacity.ZeroByte) > 0 {
 		return errInvalid("capacity holds %s: only usage counts bindings", ZeroByteKey)
@@ -247,27 +250,38 @@ func (n *Node) Validate() error {
 	return n.validatePools()
 }
 
+// firstBad is the first key of m, in sorted order, whose entry is bad, so
+// that a record with several faults is always refused naming the same one
+// (a map's order varies from run to run); it allocates nothing.
+func firstBad(m map[string]int64, bad func(string, int64) bool) (string, bool) {
+	first, found := "", false
+	for k, v := range m {
+		if bad(k, v) && (!found || k < first) {
+			first, found = k, true
+		}
+	}
+	return first, found
+}
+
 func (r *Resource) validate(what string) error {
 	if r.Storage < 0 || r.Storage > types.MaxExact {
 		return errInvalid("%s storage %d is out of range", what, r.Storage)
 	}
 	var total int64
-	for dev, v := range r.Volumes {
-		if dev == "" {
-			return errInvalid("%s has a volume with no device name", what)
-		}
-		if v < 0 || v > types.MaxExact {
-			return errInvalid("%s of volume %s is %d, out of range", what, dev, v)
-		}
+	if _, ok := r.Volumes[""]; ok {
+		return errInvalid("%s has a volume with no device name", what)
+	}
+	if dev, bad := firstBad(r.Volumes, func(_ string, v int64) bool { return v < 0 || v > types.MaxExact }); bad {
+		return errInvalid("%s of volume %s is %d, out of range", what, dev, r.Volumes[dev])
+	}
+	for _, v := range r.Volumes {
 		// volumeTotal must not wrap around: keep the total within 2^53 too.
 		if total += v; total > types.MaxExact {
 			return errInvalid("%s volumes add up to more than 8 PiB", what)
 		}
 	}
-	for dev, n := range r.ZeroByte {
-		if n < 0 || n > types.MaxExact {
-			return errInvalid("%s of volume %s: %d bindings is out of range", what, dev, n)
-		}
+	if dev, bad := firstBad(r.ZeroByte, func(_ string, n int64) bool { return n < 0 || n > types.MaxExact }); bad {
+		return errInvalid("%s of volume %s: %d bindings is out of range", what, dev, r.ZeroByte[dev])
 	}
 	seen := map[string]bool{}
 	for _, d := range r.Disks {

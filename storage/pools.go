@@ -90,10 +90,9 @@ func (q *NodeRequest) parsePools(m map[string]json.RawMessage) error {
 
 // storedDeclarations reads the stored-form pool members of a resource
 // (a rollback snapshot): absent members are no pools.
-func storedDeclarations(raw json.RawMessage) (pool.DeclarationRequest, error) {
-	m, err := types.DecodeObject(raw, "resource")
-	if err != nil || m == nil {
-		return pool.DeclarationRequest{}, err
+func storedDeclarations(m map[string]json.RawMessage) (pool.DeclarationRequest, error) {
+	if m == nil {
+		return pool.DeclarationRequest{}, nil
 	}
 	d, err := pool.DecodeDeclarations(m["pools"], m["default_pool"])
 	if err != nil {

@@ -2,7 +2,6 @@ package storage
 
 import (
 	"crypto/rand"
-	"encoding/json"
 	"maps"
 	"slices"
 	"strings"
@@ -399,32 +398,23 @@ func admitPools(l engine.Link, before, after *Node, holders map[string]*Node) (*
 	return next, puts, nil
 }
 
-// usagePoolChange is the pool part of a usage write, from the same source
-// NextUsage took the rest from: the objects of a stored-form resource (a
+// poolChange is the pool part of a usage write, from the same source the
+// rest of the change came from: the objects of a stored-form resource (a
 // rollback snapshot), or the workloads' pool plans. A request-form change
 // says nothing of pools. A delta without objects changes none.
-func (n *Node) usagePoolChange(request, resource, workloads json.RawMessage, change Resource, delta, incr bool) (*poolChange, error) {
-	reqM, err := types.DecodeObject(request, "resource_request")
-	if err != nil {
-		return nil, err
-	}
+func (c *UsageChange) poolChange() (*poolChange, error) {
 	var objs pool.Objects
-	var list []*Workload
-	switch {
-	case reqM != nil && !isSnapshot(reqM):
+	switch c.form {
+	case types.RequestForm:
 		return nil, nil
-	case reqM != nil || !types.IsNull(resource):
-		objs = change.PoolObjects
-	default:
-		if list, err = DecodeWorkloads(workloads); err != nil {
-			return nil, err
-		}
+	case types.StoredForm:
+		objs = c.change.PoolObjects
 	}
-	pc, err := poolChangeOf(objs, list, delta, incr)
+	pc, err := poolChangeOf(objs, c.workloads, c.delta, c.incr)
 	if err != nil {
 		return nil, err
 	}
-	if delta && len(pc.change.Objects) == 0 {
+	if c.delta && len(pc.change.Objects) == 0 {
 		return nil, nil
 	}
 	return pc, nil

@@ -259,7 +259,7 @@ func TestDeployCapacityNeverExceedsTheBudget(t *testing.T) {
 		// a deploy of the count answered never asks more than the node has.
 		wls, err := n.Deploy(context.Background(), w, got.Capacity, maxDeploy)
 		require.NoError(t, err, "%s: a deploy of the capacity answered fails", ctx)
-		after, err := n.NextUsage(nil, nil, mustJSON(t, wls), true, true)
+		after, err := nextUsage(n, nil, nil, mustJSON(t, wls), true, true)
 		require.NoError(t, err)
 		_, err = after.Settle()
 		require.NoError(t, err, "%s: committing %d deployed workloads breaks the record", ctx, len(wls))
@@ -327,7 +327,7 @@ func TestReallocDeltaMovesUsageFromOldToNew(t *testing.T) {
 		_, err = DecodeWorkload(out)
 		require.NoError(t, err, "%s: the new resource decodes", ctx)
 
-		next, err := n.NextUsage(nil, nil, mustJSON(t, []*Workload{res.Delta}), true, true)
+		next, err := nextUsage(n, nil, nil, mustJSON(t, []*Workload{res.Delta}), true, true)
 		require.NoError(t, err, ctx)
 		committed, err := next.Settle()
 		require.NoError(t, err, "%s: the delta commits", ctx)

@@ -273,7 +273,9 @@ func TestRealloc(t *testing.T) {
 	}
 
 	t.Run("the plugin reads the wire form and reports growth", func(t *testing.T) {
-		out, grows, err := Rules{}.Realloc(reallocNode(t), raw(normalWorkload), raw(`{"volumes":["AUTO:/a:rw:-1"]}`), types.Env{MaxDeployCount: 10})
+		r, err := Rules{}.ParseResize(raw(normalWorkload), raw(`{"volumes":["AUTO:/a:rw:-1"]}`))
+		require.NoError(t, err)
+		out, grows, err := r.Plan(reallocNode(t), types.Env{MaxDeployCount: 10})
 		require.NoError(t, err)
 		require.False(t, grows)
 		data, err := json.Marshal(out.DeltaResource)

@@ -328,6 +328,13 @@ func decodeStored(raw json.RawMessage, what string, shape storedShape) (Resource
 	if err != nil {
 		return Resource{}, err
 	}
+	return decodeStoredMembers(m, raw, what, shape)
+}
+
+// decodeStoredMembers reads a resource in stored form whose object raw is
+// already split into its members m (nil for null): m says which keys it
+// carries, raw is decoded whole.
+func decodeStoredMembers(m map[string]json.RawMessage, raw json.RawMessage, what string, shape storedShape) (Resource, error) {
 	if shape != report {
 		if err := types.RefuseUnknown(m, what+" (stored form)", "volumes", "disks", "storage", ZeroByteKey, "pools", "default_pool", "pool_objects"); err != nil {
 			return Resource{}, err

@@ -5,6 +5,7 @@ import (
 	"strconv"
 	"strings"
 
+	"github.com/eru-extend/resources/engine"
 	"github.com/eru-extend/resources/types"
 )
 
@@ -68,22 +69,9 @@ func (Rules) AddNode(request json.RawMessage, info *types.EngineInfo) (*Node, er
 	return AddNode(request, info)
 }
 
-// SetCapacity changes a node's capacity: resource_request in request form
-// (or a rollback snapshot), resource in stored form.
-func (Rules) SetCapacity(n *Node, c types.Change, delta, incr bool) (*Node, error) {
-	resource, request, _ := c.Keys()
-	return n.SetCapacity(resource, request, delta, incr)
-}
-
 // Restore builds a record verbatim.
 func (Rules) Restore(capacity, usage json.RawMessage) (*Node, error) {
 	return Restore(capacity, usage)
-}
-
-// NextUsage computes a usage write from the one change the engine picked.
-func (Rules) NextUsage(n *Node, c types.Change, delta, incr bool) (*Node, error) {
-	resource, request, workloads := c.Keys()
-	return n.NextUsage(resource, request, workloads, delta, incr)
 }
 
 // Recompute sums the workloads' usage and lists the disagreements; the
@@ -155,16 +143,29 @@ func (Rules) Deploy(n *Node, w *WorkloadRequest, count int, env types.Env) (*typ
 	return out, nil
 }
 
-// Realloc resizes a workload.
-func (Rules) Realloc(n *Node, workload, request json.RawMessage, env types.Env) (*types.Realloc, bool, error) {
+// Resize is a decoded calculate-realloc: a stored workload and a request
+// of deltas.
+type Resize struct {
+	old *Workload
+	req *WorkloadRequest
+}
+
+// ParseResize decodes calculate-realloc's workload and request.
+func (Rules) ParseResize(workload, request json.RawMessage) (engine.Resize[*Node], error) {
 	old, err := DecodeWorkload(workload)
 	if err != nil {
-		return nil, false, err
+		return nil, err
 	}
 	req, err := ParseWorkloadRequest(request, true)
 	if err != nil {
-		return nil, false, err
+		return nil, err
 	}
+	return &Resize{old: old, req: req}, nil
+}
+
+// Plan resizes the workload on n.
+func (r *Resize) Plan(n *Node, env types.Env) (*types.Realloc, bool, error) {
+	old, req := r.old, r.req
 	res, err := n.Realloc(env.Ctx, old, req)
 	if err != nil {
 		return nil, false, err

@@ -352,7 +352,7 @@ func TestDeployCapacity(t *testing.T) {
 }
 
 func TestDeploy(t *testing.T) {
-	t.Run("the spec's stored workload comes out of a 100GiB request", func(t *testing.T) {
+	t.Run("the stored workload docs/storage.md shows comes out of a 100GiB request", func(t *testing.T) {
 		n, err := AddNode(raw(`{"volumes":["/data0:1T","/data1:1T"],"disks":["/dev/vda:/,/data0:1000:1000:1G:1G"],"storage":"2T"}`), nil)
 		require.NoError(t, err)
 		wls, err := n.Deploy(context.Background(), mustRequest(t, `{"volumes":["AUTO:/data:rw:100GiB"]}`, false), 1, 10)

@@ -291,10 +291,13 @@ func (w *WorkloadRequest) IsEmpty() bool {
 	return len(w.Request) == 0 && len(w.Pools) == 0 && w.StorageRequest == 0 && w.StorageLimit == 0
 }
 
-// Keys a workload request may carry.
-var workloadKeys = []string{
-	"volumes-request", "volume-request", "volumes", "volume", "volumes-limit", "volume-limit",
-	"storage-request", "storage-limit", "storage",
+// workloadKeys are the keys a workload request may carry (a function, so
+// that no caller can change the list for the others).
+func workloadKeys() []string {
+	return []string{
+		"volumes-request", "volume-request", "volumes", "volume", "volumes-limit", "volume-limit",
+		"storage-request", "storage-limit", "storage",
+	}
 }
 
 // ParseWorkloadRequest reads a workload request. signed allows negative
@@ -304,7 +307,7 @@ func ParseWorkloadRequest(raw json.RawMessage, signed bool) (*WorkloadRequest, e
 	if err != nil {
 		return nil, err
 	}
-	if err := types.RefuseUnknown(m, "workload request", workloadKeys...); err != nil {
+	if err := types.RefuseUnknown(m, "workload request", workloadKeys()...); err != nil {
 		return nil, err
 	}
 	reqList, hasReq, err := oneOfLists(m, "volumes-request", "volume-request")

@@ -178,7 +178,7 @@ func TestDecodeWorkload(t *testing.T) {
 	  "disks_limit":   []
 	}`
 
-	t.Run("the stored form of the spec decodes and encodes back to itself", func(t *testing.T) {
+	t.Run("the stored form docs/storage.md shows decodes and encodes back to itself", func(t *testing.T) {
 		w, err := DecodeWorkload(raw(stored))
 		require.NoError(t, err)
 		require.Equal(t, []string{"AUTO:/data:rw:107374182400:0:0:0:0"}, strs(w.VolumesRequest))

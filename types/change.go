@@ -27,22 +27,31 @@ const (
 // sum of workloads_resource.
 type Change struct {
 	Form Form
-	Raw  json.RawMessage
+	// Raw is the key's value as it came.
+	Raw json.RawMessage
+	// Members are a request- or stored-form change split once into its
+	// members (both are JSON objects); they say which keys the change
+	// carries, and the resource decodes each of them. A key the engine
+	// takes for itself is taken out of Members only.
+	Members map[string]json.RawMessage
 }
 
 // ChangeOf applies the precedence rule to a request. workloads says whether
 // the verb accepts workloads_resource as a change (set-node-resource-usage
-// does, set-node-resource-capacity does not).
-func ChangeOf(req *Request, workloads bool) Change {
+// does, set-node-resource-capacity does not). A request- or stored-form
+// change that is not a JSON object is refused, naming its key.
+func ChangeOf(req *Request, workloads bool) (Change, error) {
 	switch {
 	case !IsNull(req.ResourceRequest):
-		return Change{Form: RequestForm, Raw: req.ResourceRequest}
+		m, err := DecodeObject(req.ResourceRequest, "resource_request")
+		return Change{Form: RequestForm, Raw: req.ResourceRequest, Members: m}, err
 	case !IsNull(req.Resource):
-		return Change{Form: StoredForm, Raw: req.Resource}
+		m, err := DecodeObject(req.Resource, "resource")
+		return Change{Form: StoredForm, Raw: req.Resource, Members: m}, err
 	case workloads:
-		return Change{Form: WorkloadsForm, Raw: req.WorkloadsResource}
+		return Change{Form: WorkloadsForm, Raw: req.WorkloadsResource}, nil
 	}
-	return Change{Form: NoChange}
+	return Change{Form: NoChange}, nil
 }
 
 // Figure is one named count a resource contributes to an operator answer
@@ -50,18 +59,4 @@ func ChangeOf(req *Request, workloads bool) Change {
 type Figure struct {
 	Name  string
 	Value int64
-}
-
-// Keys gives the change back as the request keys it came from (only one of
-// them set), for a resource whose code reads those keys.
-func (c Change) Keys() (resource, request, workloads json.RawMessage) {
-	switch c.Form {
-	case RequestForm:
-		return nil, c.Raw, nil
-	case StoredForm:
-		return c.Raw, nil, nil
-	case WorkloadsForm:
-		return nil, nil, c.Raw
-	}
-	return nil, nil, nil
 }

@@ -143,7 +143,7 @@ func TestViewAndAttachments(t *testing.T) {
 		_, ok := AttachmentOf("n1", rec, Declarations{}, nil, nil)
 		require.False(t, ok)
 	})
-	t.Run("the view prints the spec's shape with attachments by node", func(t *testing.T) {
+	t.Run("the view prints the record with its attachments by node", func(t *testing.T) {
 		v := NewView(rec, []Attachment{
 			{Node: "n2", Path: "/mnt/ceph-a", Available: true, Held: 1},
 			{Node: "n1", Path: "/mnt/ceph-a", DefaultPool: true, Available: true, Held: 2},

@@ -17,16 +17,36 @@ import (
 // removed first: a run leaves at most the folders of processes still
 // running, however many test processes came before it.
 func ProcessTempDir(prefix string) (string, error) {
+	if err := removeStale(prefix); err != nil {
+		return "", err
+	}
+	return os.MkdirTemp("", fmt.Sprintf("%s%d-", prefix, os.Getpid()))
+}
+
+// RunTempDir is the folder the test processes of one run share under key:
+// `go test ./...` starts every package's test process from one go command,
+// whose process id the folder's name carries, so it goes as
+// ProcessTempDir's do once that command is gone.
+func RunTempDir(prefix, key string) (string, error) {
+	if err := removeStale(prefix); err != nil {
+		return "", err
+	}
+	dir := filepath.Join(os.TempDir(), fmt.Sprintf("%s%d-%s", prefix, os.Getppid(), key))
+	return dir, os.MkdirAll(dir, 0o755)
+}
+
+// removeStale removes the folders of prefix whose process is gone.
+func removeStale(prefix string) error {
 	matches, err := filepath.Glob(filepath.Join(os.TempDir(), prefix+"*"))
 	if err != nil {
-		return "", err
+		return err
 	}
 	for _, m := range matches {
 		if pid, ok := pidOf(filepath.Base(m), prefix); ok && !alive(pid) {
 			_ = os.RemoveAll(m)
 		}
 	}
-	return os.MkdirTemp("", fmt.Sprintf("%s%d-", prefix, os.Getpid()))
+	return nil
 }
 
 // pidOf reads the process id from a folder name made by ProcessTempDir.

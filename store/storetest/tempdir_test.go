@@ -35,3 +35,26 @@ func TestProcessTempDirRemovesTheFoldersOfProcessesThatAreGone(t *testing.T) {
 	require.DirExists(t, other, "a folder that names no process is left alone")
 	require.Contains(t, filepath.Base(dir), prefix+strconv.Itoa(os.Getpid())+"-")
 }
+
+func TestRunTempDirIsOneFolderPerRunAndKey(t *testing.T) {
+	prefix := "eru-rundir-test-" + strconv.Itoa(os.Getpid()) + "-"
+	gone := exec.Command("true")
+	require.NoError(t, gone.Run())
+	stale := filepath.Join(os.TempDir(), prefix+strconv.Itoa(gone.Process.Pid)+"-k")
+	require.NoError(t, os.MkdirAll(stale, 0o755))
+
+	dir, err := RunTempDir(prefix, "k")
+	require.NoError(t, err)
+	t.Cleanup(func() { _ = os.RemoveAll(dir); _ = os.RemoveAll(stale) })
+	again, err := RunTempDir(prefix, "k")
+	require.NoError(t, err)
+	other, err := RunTempDir(prefix, "j")
+	require.NoError(t, err)
+	t.Cleanup(func() { _ = os.RemoveAll(other) })
+
+	require.Equal(t, dir, again, "the processes of one run (one parent) share the folder")
+	require.NotEqual(t, dir, other, "another key is another folder")
+	require.Equal(t, prefix+strconv.Itoa(os.Getppid())+"-k", filepath.Base(dir))
+	require.DirExists(t, dir)
+	require.NoDirExists(t, stale, "the folder of a run that is gone is removed")
+}

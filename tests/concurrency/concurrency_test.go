@@ -102,7 +102,7 @@ func read(t *testing.T, env *testenv.Env, node string) (storageInfo, computeInfo
 // nothing is lost, not how fast contention clears.
 func TestConcurrentWritersLoseNothing(t *testing.T) {
 	skipUnderShort(t)
-	testenv.Backends(t, func(t *testing.T, env *testenv.Env) {
+	testenv.BackendsInTurn(t, func(t *testing.T, env *testenv.Env) {
 		const processes, total = 16, 1000
 		setup(t, env, "n1")
 		s0, c0 := read(t, env, "n1")
@@ -152,7 +152,7 @@ func TestConcurrentWritersLoseNothing(t *testing.T) {
 // the two disagreeing.
 func TestKilledWritersLeaveAValidRecord(t *testing.T) {
 	skipUnderShort(t)
-	testenv.Backends(t, func(t *testing.T, env *testenv.Env) {
+	testenv.BackendsInTurn(t, func(t *testing.T, env *testenv.Env) {
 		setup(t, env, "n1")
 		s0, _ := read(t, env, "n1")
 		req, err := json.Marshal(obj{"nodename": "n1", "resource_request": obj{"volumes": []string{"/data0:1G"}}, "delta": true, "incr": true})
@@ -213,7 +213,7 @@ func TestKilledWritersLeaveAValidRecord(t *testing.T) {
 // registration and the record in one transaction.
 func TestAddNodeKilledMidCallWritesBothKeysOrNeither(t *testing.T) {
 	skipUnderShort(t)
-	testenv.Backends(t, func(t *testing.T, env *testenv.Env) {
+	testenv.BackendsInTurn(t, func(t *testing.T, env *testenv.Env) {
 		const nodes = 40
 		rng := rand.New(rand.NewPCG(3, 5))
 		var wg sync.WaitGroup
@@ -253,7 +253,7 @@ func TestAddNodeKilledMidCallWritesBothKeysOrNeither(t *testing.T) {
 // workloads and its capacity has every capacity write that landed.
 func TestFixRacingWritersLosesNothing(t *testing.T) {
 	skipUnderShort(t)
-	testenv.Backends(t, func(t *testing.T, env *testenv.Env) {
+	testenv.BackendsInTurn(t, func(t *testing.T, env *testenv.Env) {
 		env.Call(t, "storage", "add-node", obj{"nodename": "n1", "resource": obj{"volumes": []string{"/data0:10T", "/data1:2T"}}}, nil)
 		var dep struct {
 			Workloads []json.RawMessage `json:"workloads_resource"`

@@ -68,7 +68,7 @@ var scenario = []step{
 // every call's stdout, stderr and exit status byte for byte; the daemon's
 // own count proves the calls went through it.
 func TestForwardedCallsAnswerTheBytesOfALocalCall(t *testing.T) {
-	testenv.Backends(t, func(t *testing.T, served *testenv.Env) {
+	testenv.BackendsInTurn(t, func(t *testing.T, served *testenv.Env) {
 		var plain *testenv.Env
 		if served.Kind == "etcd" {
 			plain = testenv.NewEtcd(t)
@@ -228,7 +228,7 @@ func TestTheForwarderKnowsEveryVerb(t *testing.T) {
 // run locally.
 func TestTheThinFrontAnswersLikeTheFullBinary(t *testing.T) {
 	front := thinFront(t)
-	testenv.Backends(t, func(t *testing.T, plain *testenv.Env) {
+	testenv.BackendsInTurn(t, func(t *testing.T, plain *testenv.Env) {
 		fresh := func() *testenv.Env {
 			if plain.Kind == "etcd" {
 				return testenv.NewEtcd(t)

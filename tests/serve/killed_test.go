@@ -19,7 +19,7 @@ import (
 // record (none lost); every write that landed was acknowledged or answered
 // "outcome unknown" (none applied twice, none reported failed yet landed).
 func TestADaemonKilledAtRandomLosesNoWriteAndAppliesNoneTwice(t *testing.T) {
-	testenv.Backends(t, func(t *testing.T, env *testenv.Env) {
+	testenv.BackendsInTurn(t, func(t *testing.T, env *testenv.Env) {
 		if d := env.Daemon(); d != nil {
 			d.Stop(t)
 		}

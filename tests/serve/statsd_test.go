@@ -14,7 +14,7 @@ import (
 // TestGaugesArePushedToStatsd: every interval the daemon sends each node's
 // gauges under the keys get-metrics answers, with the configured prefix.
 func TestGaugesArePushedToStatsd(t *testing.T) {
-	testenv.Backends(t, func(t *testing.T, env *testenv.Env) {
+	testenv.BackendsInTurn(t, func(t *testing.T, env *testenv.Env) {
 		if d := env.Daemon(); d != nil {
 			d.Stop(t)
 		}

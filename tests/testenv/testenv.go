@@ -1,5 +1,5 @@
 // Package testenv runs the plugin binaries the way eru core does, for
-// behaviour tests: each binary built once per test process, a real etcd
+// behaviour tests: each binary built once per test run, a real etcd
 // server started in-process on loopback, an embedded store in a temporary
 // folder, and a call that writes the request on stdin, sets the working
 // directory to the plugin folder and checks the exit status and the output.
@@ -8,8 +8,11 @@ package testenv
 import (
 	"bytes"
 	"context"
+	"crypto/sha256"
+	"encoding/hex"
 	"encoding/json"
 	"fmt"
+	"io/fs"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -17,6 +20,7 @@ import (
 	"strings"
 	"sync"
 	"sync/atomic"
+	"syscall"
 	"testing"
 	"time"
 
@@ -44,26 +48,81 @@ func Root() string {
 	return filepath.Clean(filepath.Join(filepath.Dir(file), "..", ".."))
 }
 
-// Bin returns the path of a freshly built plugin binary (storage or
-// compute). $ERU_TEST_BIN names a folder of prebuilt binaries instead.
+// Bin returns the path of a plugin binary (storage or compute) built from
+// the sources as they are. The test processes of one `go test ./...` share
+// one build (storetest.RunTempDir, keyed by a hash of the sources): each
+// would otherwise link the same two binaries again. $ERU_TEST_BIN names a
+// folder of prebuilt binaries instead.
 func Bin(t testing.TB, name string) string {
 	t.Helper()
 	if dir := os.Getenv("ERU_TEST_BIN"); dir != "" {
 		return filepath.Join(dir, name)
 	}
-	buildOnce.Do(func() {
-		binDir, buildErr = storetest.ProcessTempDir("eru-plugin-bin-")
-		if buildErr != nil {
-			return
-		}
-		cmd := exec.Command("go", "build", "-o", binDir+"/", "./cmd/storage", "./cmd/compute")
-		cmd.Dir = Root()
-		if out, err := cmd.CombinedOutput(); err != nil {
-			buildErr = fmt.Errorf("go build: %v\n%s", err, out)
-		}
-	})
+	buildOnce.Do(func() { binDir, buildErr = buildShared() })
 	require.NoError(t, buildErr)
 	return filepath.Join(binDir, name)
+}
+
+// buildShared builds the binaries into the run's folder for the sources'
+// hash, unless a sibling process did; the folder's lock file makes the
+// others wait for the one that builds.
+func buildShared() (string, error) {
+	key, err := sourcesHash(Root())
+	if err != nil {
+		return "", err
+	}
+	dir, err := storetest.RunTempDir("eru-plugin-bin-", key)
+	if err != nil {
+		return "", err
+	}
+	lock, err := os.OpenFile(filepath.Join(dir, ".lock"), os.O_CREATE|os.O_RDWR, 0o644)
+	if err != nil {
+		return "", err
+	}
+	defer lock.Close()
+	if err := syscall.Flock(int(lock.Fd()), syscall.LOCK_EX); err != nil {
+		return "", err
+	}
+	built := filepath.Join(dir, ".built")
+	if _, err := os.Stat(built); err == nil {
+		return dir, nil
+	}
+	cmd := exec.Command("go", "build", "-o", dir+"/", "./cmd/storage", "./cmd/compute")
+	cmd.Dir = Root()
+	if out, err := cmd.CombinedOutput(); err != nil {
+		return "", fmt.Errorf("go build: %v\n%s", err, out)
+	}
+	return dir, os.WriteFile(built, nil, 0o644)
+}
+
+// sourcesHash is a hash of what the binaries are built from: go.mod,
+// go.sum and every Go file of the module outside tests, testdata and the
+// separate conformance module.
+func sourcesHash(root string) (string, error) {
+	h := sha256.New()
+	err := filepath.WalkDir(root, func(path string, d fs.DirEntry, err error) error {
+		if err != nil {
+			return err
+		}
+		name := d.Name()
+		if d.IsDir() {
+			if path != root && (strings.HasPrefix(name, ".") || name == "testdata" || name == "conformance") {
+				return filepath.SkipDir
+			}
+			return nil
+		}
+		if name != "go.mod" && name != "go.sum" && (!strings.HasSuffix(name, ".go") || strings.HasSuffix(name, "_test.go")) {
+			return nil
+		}
+		data, err := os.ReadFile(path)
+		if err != nil {
+			return err
+		}
+		fmt.Fprintf(h, "%s %d\n", path, len(data))
+		h.Write(data)
+		return nil
+	})
+	return hex.EncodeToString(h.Sum(nil))[:16], err
 }
 
 // Etcd is an etcd server for tests (see storetest).
@@ -135,8 +194,25 @@ func NewEmbedded(t testing.TB, opts ...Option) *Env {
 	return e
 }
 
-// Backends runs f once on etcd and once on the embedded store.
+// Backends runs f once on etcd and once on the embedded store, both at
+// once: each has a store of its own, and much of a behaviour test is
+// waiting (a session to expire, a process to start), which the two then
+// share.
 func Backends(t *testing.T, f func(t *testing.T, env *Env), opts ...Option) {
+	t.Run("etcd", func(t *testing.T) {
+		t.Parallel()
+		f(t, NewEtcd(t, opts...))
+	})
+	t.Run("embedded", func(t *testing.T) {
+		t.Parallel()
+		f(t, NewEmbedded(t, opts...))
+	})
+}
+
+// BackendsInTurn is Backends one store after the other, for a suite that
+// measures behaviour under contention it makes itself (many writer
+// processes), which the other store's run would add to.
+func BackendsInTurn(t *testing.T, f func(t *testing.T, env *Env), opts ...Option) {
 	t.Run("etcd", func(t *testing.T) { f(t, NewEtcd(t, opts...)) })
 	t.Run("embedded", func(t *testing.T) { f(t, NewEmbedded(t, opts...)) })
 }

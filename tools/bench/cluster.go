@@ -100,7 +100,7 @@ var seedResource = map[string]any{
 	"storage": "4T",
 }
 
-// storageCapacity is the seed's flat budget: the 4 TiB asked plus the
+// storageCapacity is the flat budget of the benchmark cluster: the 4 TiB asked plus the
 // volumes' 2 TiB, which count in it.
 const storageCapacity = 6 * tib
 
