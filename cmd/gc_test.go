@@ -1,20 +1,39 @@
 package cmd
 
 import (
+	"math"
 	"runtime"
 	"runtime/debug"
+	"runtime/metrics"
 	"testing"
 	"time"
 
 	"github.com/stretchr/testify/require"
 )
 
-func TestColdGCCollectsLateUntilTheFirstCollectionThenRunsAtGCPercent(t *testing.T) {
+func TestColdGCCollectsAtItsLimitUntilMuchIsLiveThenRunsAtGCPercent(t *testing.T) {
 	defer debug.SetGCPercent(debug.SetGCPercent(100))
-	ColdGC()
-	require.Equal(t, ColdGCPercent, debug.SetGCPercent(ColdGCPercent), "the first collection comes late")
+	defer debug.SetMemoryLimit(debug.SetMemoryLimit(math.MaxInt64))
+	runtime.GC()
+	live := []metrics.Sample{{Name: "/gc/heap/live:bytes"}}
+	metrics.Read(live)
+	// A limit whose half is 8 MiB above what this test process holds.
+	limit := 2 * (int64(live[0].Value.Uint64()) + 8<<20)
+	coldGC(limit)
+	cold := func() bool {
+		return debug.SetGCPercent(-1) == ColdGCPercent && debug.SetGCPercent(ColdGCPercent) == -1 && debug.SetMemoryLimit(-1) == limit
+	}
+	require.True(t, cold(), "no collection before the limit")
+	runtime.GC()
+	time.Sleep(50 * time.Millisecond) // the cleanup runs after the collection
+	require.True(t, cold(), "a collection that finds little alive keeps the limit")
+	held := make([]byte, 16<<20)
+	for i := range held {
+		held[i] = byte(i)
+	}
 	runtime.GC()
 	require.Eventually(t, func() bool {
-		return debug.SetGCPercent(ColdGCPercent) == GCPercent && debug.SetGCPercent(GCPercent) == ColdGCPercent
-	}, 5*time.Second, time.Millisecond, "the first collection sets the ordinary target")
+		return debug.SetGCPercent(-1) == GCPercent && debug.SetGCPercent(GCPercent) == -1 && debug.SetMemoryLimit(-1) == math.MaxInt64
+	}, 5*time.Second, time.Millisecond, "a collection that finds more than half the limit alive lifts it and sets the ordinary target")
+	runtime.KeepAlive(held)
 }

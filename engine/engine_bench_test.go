@@ -14,6 +14,7 @@ import (
 	"github.com/eru-extend/resources/nodes"
 	"github.com/eru-extend/resources/overcommit"
 	"github.com/eru-extend/resources/storage"
+	"github.com/eru-extend/resources/storage/pool"
 	"github.com/eru-extend/resources/store"
 	"github.com/eru-extend/resources/store/boltstore"
 	"github.com/eru-extend/resources/types"
@@ -24,10 +25,24 @@ const tib = int64(1) << 40
 // seed writes n storage records (two 1 TiB devices, a disk, some usage)
 // with their registrations into an embedded store.
 func seed(b *testing.B, n int) (store.Store, []string) {
+	return seedPools(b, n, 0)
+}
+
+// seedPools is seed with pools shared pools (p0, p1, …), node i declaring
+// p(i mod pools), each pool with room for 1 PiB.
+func seedPools(b *testing.B, n, pools int) (store.Store, []string) {
 	b.Helper()
 	s, err := boltstore.Open(filepath.Join(b.TempDir(), "bench.db"), boltstore.Options{Prefix: "/eru", Create: true})
 	require.NoError(b, err)
 	b.Cleanup(func() { _ = s.Close() })
+	ops, names := clusterOps(b, n, pools, 1<<50)
+	require.NoError(b, s.Txn(context.Background(), nil, ops))
+	return s, names
+}
+
+// clusterOps are the writes of seedPools: n nodes' records and
+// registrations, and pools pool records holding poolBytes each.
+func clusterOps(t testing.TB, n, pools int, poolBytes int64) ([]store.Op, []string) {
 	names := make([]string, n)
 	var ops []store.Op
 	for i := range n {
@@ -40,14 +55,23 @@ func seed(b *testing.B, n int) (store.Store, []string) {
 		node.Usage.Volumes = map[string]int64{"/data0": used, "/data1": 0}
 		node.Usage.Disks = []storage.Disk{{Device: "/dev/vda", Mounts: []string{"/", "/data0"}}}
 		node.Usage.Storage = used
+		if pools > 0 {
+			node.Capacity.Pools = map[string]pool.Declaration{fmt.Sprintf("p%d", i%pools): {Path: fmt.Sprintf("/mnt/p%d", i%pools)}}
+		}
 		rec, err := storage.Rules{}.Encode(node)
-		require.NoError(b, err)
+		require.NoError(t, err)
 		reg, err := json.Marshal(nodes.NewRegistration(names[i], time.Now()))
-		require.NoError(b, err)
+		require.NoError(t, err)
 		ops = append(ops, store.Op{Key: nodes.RecordPrefix("storage") + names[i], Value: rec}, store.Op{Key: nodes.RegistrationKey(names[i]), Value: reg})
 	}
-	require.NoError(b, s.Txn(context.Background(), nil, ops))
-	return s, names
+	for k := range pools {
+		rec := pool.NewRecord(fmt.Sprintf("p%d", k), time.Now())
+		rec.Capacity = new(poolBytes)
+		data, err := rec.Encode()
+		require.NoError(t, err)
+		ops = append(ops, store.Op{Key: storage.PoolPrefix + rec.ID, Value: data})
+	}
+	return ops, names
 }
 
 func newEngine(s store.Store) *engine.Engine[*storage.Node, *storage.WorkloadRequest] {
@@ -59,7 +83,7 @@ func newEngine(s store.Store) *engine.Engine[*storage.Node, *storage.WorkloadReq
 	}
 }
 
-func raw(b *testing.B, v any) json.RawMessage {
+func raw(b testing.TB, v any) json.RawMessage {
 	data, err := json.Marshal(v)
 	require.NoError(b, err)
 	return data
@@ -79,6 +103,32 @@ func BenchmarkDeployCapacity(b *testing.B) {
 				out, err := e.Call(context.Background(), "get-nodes-deploy-capacity", req)
 				require.NoError(b, err)
 				require.Len(b, out.(types.DeployCapacity).Nodes, n)
+			}
+		})
+	}
+}
+
+// BenchmarkDeployCapacityPools is the capacity query over 1,000 nodes
+// sharing 10 pools, with a pool volume in the request (the pool records
+// read with the nodes, their room dealt among them) and without (issue 14:
+// the first within 1.2× the second).
+func BenchmarkDeployCapacityPools(b *testing.B) {
+	s, names := seedPools(b, 1000, 10)
+	e := newEngine(s)
+	for _, c := range []struct {
+		name    string
+		volumes []string
+	}{
+		{"1000 nodes sharing 10 pools, request without a pool volume", []string{"AUTO:/data:rw:100G"}},
+		{"1000 nodes sharing 10 pools, request with a pool volume", []string{"AUTO:/data:rw:100G", "POOL:/shared:rw:10G"}},
+	} {
+		b.Run(c.name, func(b *testing.B) {
+			req := &types.Request{Nodenames: names, WorkloadResource: raw(b, map[string]any{"volumes": c.volumes})}
+			b.ReportAllocs()
+			for b.Loop() {
+				out, err := e.Call(context.Background(), "get-nodes-deploy-capacity", req)
+				require.NoError(b, err)
+				require.Len(b, out.(types.DeployCapacity).Nodes, len(names))
 			}
 		})
 	}

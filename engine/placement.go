@@ -9,6 +9,7 @@ import (
 	"sync"
 
 	"github.com/eru-extend/resources/nodes"
+	"github.com/eru-extend/resources/store"
 
 	"github.com/eru-extend/resources/types"
 )
@@ -35,45 +36,48 @@ func (e *Engine[N, W]) DeployCapacity(ctx context.Context, req *types.Request) (
 	if len(names) == 0 {
 		return answer, nil
 	}
-	read, err := e.readMany(ctx, names, false)
-	if err != nil {
-		return nil, err
-	}
-	env, err := e.env(read.get)
-	if err != nil {
-		return nil, err
-	}
 	caps := make([]types.NodeCapacity, len(names))
 	why := make([]string, len(names))
-	env.Ctx = ctx
 	ap, apportions := any(e.Res).(Apportioner[N, W])
 	var draws [][]string
+	var keys, prefixes []string
 	if apportions {
-		if err := e.readShared(ctx, w, env); err != nil {
-			return nil, err
-		}
+		// The records the shared room is dealt from (storage's pools), at
+		// the revision of the nodes.
+		keys, prefixes = ap.PlacementReads(w)
 		draws = make([][]string, len(names))
 	}
-	memo := ""
-	if read.snap != nil {
-		memo = capacityKey(req.WorkloadResource, env)
-	}
-	err = e.eachOf(names, read, func(i int, v *nodeView[N]) {
-		if why[i] = v.reg.Refusal(e.Policy); why[i] != "" || ctx.Err() != nil {
-			return
+	var env Env
+	err = e.readMany(ctx, names, false, keys, prefixes, func(snap *store.Snapshot) error {
+		var err error
+		if env, err = e.env(snap.Get); err != nil {
+			return err
 		}
-		if apportions {
-			draws[i] = ap.Draws(v.rec, w, v.reg)
+		env.Ctx = ctx
+		share(env.Shared, snap, keys, prefixes)
+		return nil
+	}, func(idx []int, read *manyRead[N]) error {
+		memo := ""
+		if read.snap != nil {
+			memo = capacityKey(req.WorkloadResource, env)
 		}
-		// A node the plugin never saw is Empty: it takes whatever asks for
-		// nothing of this resource.
-		if caps[i] = e.capacity(read, names[i], v, w, env, memo); caps[i].Capacity > 0 {
-			return
-		}
-		why[i] = "the node has no room for one workload of the request"
-		if !v.known {
-			why[i] = "the " + e.Res.Name() + " plugin has no record of the node"
-		}
+		return e.eachOf(names, idx, read, func(i int, v *nodeView[N]) {
+			if why[i] = v.reg.Refusal(e.Policy); why[i] != "" || ctx.Err() != nil {
+				return
+			}
+			if apportions {
+				draws[i] = ap.Draws(v.rec, w, v.reg)
+			}
+			// A node the plugin never saw is Empty: it takes whatever asks
+			// for nothing of this resource.
+			if caps[i] = e.capacity(read, names[i], v, w, env, memo); caps[i].Capacity > 0 {
+				return
+			}
+			why[i] = "the node has no room for one workload of the request"
+			if !v.known {
+				why[i] = "the " + e.Res.Name() + " plugin has no record of the node"
+			}
+		})
 	})
 	if err != nil {
 		return nil, err
@@ -196,16 +200,19 @@ func (e *Engine[N, W]) MostIdle(ctx context.Context, req *types.Request) (any, e
 		return nil, types.Invalid("nodenames is empty")
 	}
 	names := dedupe(req.Nodenames)
-	read, err := e.readMany(ctx, names, false)
-	if err != nil {
-		return nil, err
-	}
 	why := make([]string, len(names))
 	recs := make([]*nodeView[N], len(names))
-	err = e.eachOf(names, read, func(i int, v *nodeView[N]) {
-		if why[i] = v.reg.Refusal(e.Policy); why[i] == "" && v.known {
-			recs[i] = v
-		}
+	var env Env
+	var envErr error // answered by the resource's MostIdle when it asks
+	err := e.readMany(ctx, names, false, nil, nil, func(snap *store.Snapshot) error {
+		env, envErr = e.env(snap.Get)
+		return nil
+	}, func(idx []int, read *manyRead[N]) error {
+		return e.eachOf(names, idx, read, func(i int, v *nodeView[N]) {
+			if why[i] = v.reg.Refusal(e.Policy); why[i] == "" && v.known {
+				recs[i] = v
+			}
+		})
 	})
 	if err != nil {
 		return nil, err
@@ -227,8 +234,7 @@ func (e *Engine[N, W]) MostIdle(ctx context.Context, req *types.Request) (any, e
 		return nil, types.Errorf(types.FailedPrecondition, "no node may take new work: %s", strings.Join(skipped, ", "))
 	}
 	return e.Res.MostIdle(placeable, func() (map[string]N, Env, error) {
-		env, err := e.env(read.get)
-		return out, env, err
+		return out, env, envErr
 	})
 }
 
@@ -245,30 +251,41 @@ func (e *Engine[N, W]) Metrics(ctx context.Context, req *types.Request) (any, er
 	for i, r := range refs {
 		names[i] = r.Nodename
 	}
-	read, err := e.readMany(ctx, dedupe(names), true)
-	if err != nil {
-		return nil, err
-	}
-	env, err := e.env(read.get)
-	if err != nil {
-		return nil, err
+	// A node named twice is read and decoded once, and sampled at each
+	// place it is named.
+	uniq := dedupe(names)
+	at := make(map[string][]int, len(uniq))
+	for i, n := range names {
+		at[n] = append(at[n], i)
 	}
 	samples := make([][]types.Metric, len(refs))
+	var env Env
+	var shared string
 	var failed error
 	var mu sync.Mutex
-	shared := sharedKey(env)
-	err = e.eachOf(names, read, func(i int, v *nodeView[N]) {
-		if !v.known {
-			return
+	err := e.readMany(ctx, uniq, true, nil, nil, func(snap *store.Snapshot) error {
+		var err error
+		if env, err = e.env(snap.Get); err != nil {
+			return err
 		}
-		m, err := e.sampleOf(refs[i], v, env, read, shared)
-		if err != nil {
-			mu.Lock()
-			failed = cmp.Or(failed, err)
-			mu.Unlock()
-			return
-		}
-		samples[i] = m
+		shared = sharedKey(env)
+		return nil
+	}, func(idx []int, read *manyRead[N]) error {
+		return e.eachOf(uniq, idx, read, func(u int, v *nodeView[N]) {
+			if !v.known {
+				return
+			}
+			for _, i := range at[uniq[u]] {
+				m, err := e.sampleOf(refs[i], v, env, read, shared)
+				if err != nil {
+					mu.Lock()
+					failed = cmp.Or(failed, err)
+					mu.Unlock()
+					return
+				}
+				samples[i] = m
+			}
+		})
 	})
 	if err = cmp.Or(err, failed); err != nil {
 		return nil, err
@@ -355,16 +372,7 @@ func (e *Engine[N, W]) readWith(ctx context.Context, node string, keys, prefixes
 	if err != nil {
 		return nil, Env{}, err
 	}
-	for _, k := range append(keys, nodes.RegistrationKey(node)) {
-		if val, ok := snap.Get(k); ok {
-			env.Shared[k] = val
-		}
-	}
-	for _, p := range prefixes {
-		for _, it := range snap.Under(p) {
-			env.Shared[it.Key] = it.Value
-		}
-	}
+	share(env.Shared, snap, append(keys, nodes.RegistrationKey(node)), prefixes)
 	return v, env, nil
 }
 
@@ -384,32 +392,19 @@ type Apportioner[N any, W any] interface {
 	Apportion(w W, names []string, draws [][]string, limits []int, env Env) []int
 }
 
-// readShared reads what the resource's PlacementReader names for w into
-// env.Shared.
-func (e *Engine[N, W]) readShared(ctx context.Context, w W, env Env) error {
-	keys, prefixes := any(e.Res).(PlacementReader[W]).PlacementReads(w)
-	if len(keys) == 0 && len(prefixes) == 0 {
-		return nil
-	}
-	s, err := e.Open(ctx, false)
-	if err != nil {
-		return err
-	}
-	snap, err := s.Read(ctx, keys, prefixes)
-	if err != nil {
-		return err
-	}
+// share hands the keys and everything under the prefixes that snap holds
+// to a decision, in shared.
+func share(shared map[string][]byte, snap *store.Snapshot, keys, prefixes []string) {
 	for _, k := range keys {
 		if val, ok := snap.Get(k); ok {
-			env.Shared[k] = val
+			shared[k] = val
 		}
 	}
 	for _, p := range prefixes {
 		for _, it := range snap.Under(p) {
-			env.Shared[it.Key] = it.Value
+			shared[it.Key] = it.Value
 		}
 	}
-	return nil
 }
 
 // ReallocReader is implemented by a resource whose resize of a workload

@@ -72,49 +72,53 @@ func (e *Engine[N, W]) readNode(ctx context.Context, node string) (*nodeView[N],
 }
 
 // readNodes reads many nodes in one consistent read: each node's record,
-// registration and session, and the shared keys, key by key, so that a
-// query's cost follows the nodes it names, not the size of the cluster
-// (etcd reads the prefixes whole instead when the nodes named are most of
-// the cluster, for that costs less; see store.ReadKeys).
-// Records are decoded later, one at a time, by whoever needs them (see
-// each). all also reads every other plugin's records of the nodes (and
-// their shared keys), for a node's status.
-func (e *Engine[N, W]) readNodes(ctx context.Context, names []string, all bool) (func(string) ([]byte, bool), error) {
+// registration and session, the shared keys, and the extra keys and whole
+// prefixes the verb names (storage's pool records), so that a query's
+// cost follows the nodes it names, not the size of the cluster (see
+// store.ReadNames). head sees the shared keys and the extras first; then
+// page sees, a page at a time, the nodes at the indices idx of names,
+// through a get that also finds what head saw. Records are decoded by
+// whoever needs them (see each) and a page's bytes are dropped once page
+// returns: a query over 10,000 nodes never holds all their bytes, nor all
+// their decoded records. all also reads every other plugin's records of
+// the nodes (and their shared keys), for a node's status. names must be
+// distinct and not empty (dedupe).
+func (e *Engine[N, W]) readNodes(ctx context.Context, names []string, all bool, keys, prefixes []string, head func(*store.Snapshot) error, page func(idx []int, get func(string) ([]byte, bool)) error) error {
 	s, err := e.Open(ctx, false)
 	if err != nil {
-		return nil, err
+		return err
 	}
 	shared := append([]string(nil), e.Res.SharedKeys()...)
-	prefixes := []string{nodes.RecordPrefix(e.Res.Name())}
+	under := []string{nodes.RecordPrefix(e.Res.Name())}
 	if all {
 		for _, p := range e.Resources {
 			if p.Name() == e.Res.Name() {
 				continue
 			}
 			shared = append(shared, p.SharedKeys()...)
-			prefixes = append(prefixes, p.RecordPrefix())
+			under = append(under, p.RecordPrefix())
 		}
 	}
-	keys := make([]string, 0, len(shared)+len(names)*(len(prefixes)+2))
-	keys = append(keys, shared...)
-	for _, n := range names {
-		for _, p := range prefixes {
-			keys = append(keys, p+n)
-		}
-		keys = append(keys, nodes.RegistrationKey(n), nodes.SessionKey(n))
-	}
-	snap, err := store.ReadKeys(ctx, s, dedupe(keys), append(prefixes, nodes.RegistrationPrefix, nodes.SessionPrefix))
-	if err != nil {
-		return nil, err
-	}
-	return snap.Get, nil
+	under = append(under, nodes.RegistrationPrefix, nodes.SessionPrefix)
+	var fixed *store.Snapshot
+	r := store.NameRead{Keys: dedupe(append(shared, keys...)), Prefixes: prefixes, Names: names, Under: under}
+	return store.ReadNames(ctx, s, r, func(snap *store.Snapshot) error {
+		fixed = snap
+		return head(snap)
+	}, func(snap *store.Snapshot, idx []int) error {
+		return page(idx, func(k string) ([]byte, bool) {
+			if v, ok := snap.Get(k); ok {
+				return v, true
+			}
+			return fixed.Get(k)
+		})
+	})
 }
 
-// each calls fn for every name, decoding each node just before fn sees it
-// and dropping it after, spread over the CPUs when there are many: a query
-// over 10,000 nodes never holds 10,000 decoded records at once. The workers
-// end before each returns.
-func (e *Engine[N, W]) each(names []string, get func(string) ([]byte, bool), fn func(i int, v *nodeView[N])) error {
+// each calls fn for the names at the indices idx, decoding each node just
+// before fn sees it and dropping it after, spread over the CPUs when there
+// are many. The workers end before each returns.
+func (e *Engine[N, W]) each(names []string, idx []int, get func(string) ([]byte, bool), fn func(i int, v *nodeView[N])) error {
 	var mu sync.Mutex
 	var first error
 	visit := func(i int) {
@@ -129,9 +133,9 @@ func (e *Engine[N, W]) each(names []string, get func(string) ([]byte, bool), fn 
 		}
 		fn(i, v)
 	}
-	workers := min(runtime.GOMAXPROCS(0), len(names)/64)
+	workers := min(runtime.GOMAXPROCS(0), len(idx)/64)
 	if workers <= 1 {
-		for i := range names {
+		for _, i := range idx {
 			visit(i)
 		}
 		return first
@@ -140,8 +144,8 @@ func (e *Engine[N, W]) each(names []string, get func(string) ([]byte, bool), fn 
 	var wg sync.WaitGroup
 	for range workers {
 		wg.Go(func() {
-			for i := int(next.Add(1) - 1); i < len(names); i = int(next.Add(1) - 1) {
-				visit(i)
+			for k := int(next.Add(1) - 1); k < len(idx); k = int(next.Add(1) - 1) {
+				visit(idx[k])
 			}
 		})
 	}

@@ -11,6 +11,7 @@ import (
 	"sync/atomic"
 
 	"github.com/eru-extend/resources/nodes"
+	"github.com/eru-extend/resources/store"
 	"github.com/eru-extend/resources/types"
 )
 
@@ -172,14 +173,15 @@ type manyRead[N any] struct {
 	snap Snapshot
 }
 
-// readMany is readNodes, from e.Snapshots when the engine has one.
-func (e *Engine[N, W]) readMany(ctx context.Context, names []string, all bool) (*manyRead[N], error) {
+// readMany is readNodes (head sees the shared keys and the extras, page
+// the nodes at the indices idx of names), from e.Snapshots when the engine
+// has one: then the nodes come in one page, and the extras, which the
+// cache does not hold, are a read of the store beside it.
+func (e *Engine[N, W]) readMany(ctx context.Context, names []string, all bool, extraKeys, extraPrefixes []string, head func(*store.Snapshot) error, page func(idx []int, r *manyRead[N]) error) error {
 	if e.Snapshots == nil {
-		get, err := e.readNodes(ctx, names, all)
-		if err != nil {
-			return nil, err
-		}
-		return &manyRead[N]{get: get}, nil
+		return e.readNodes(ctx, names, all, extraKeys, extraPrefixes, head, func(idx []int, get func(string) ([]byte, bool)) error {
+			return page(idx, &manyRead[N]{get: get})
+		})
 	}
 	shared := append([]string(nil), e.Res.SharedKeys()...)
 	prefixes := []string{nodes.RecordPrefix(e.Res.Name())}
@@ -202,9 +204,33 @@ func (e *Engine[N, W]) readMany(ctx context.Context, names []string, all bool) (
 	}
 	snap, err := e.Snapshots.ReadSnapshot(ctx, keys)
 	if err != nil {
-		return nil, err
+		return err
 	}
-	return &manyRead[N]{get: snap.Get, snap: snap}, nil
+	fixed := &store.Snapshot{Items: map[string]store.Item{}}
+	for _, k := range shared {
+		if v, ok := snap.Get(k); ok {
+			fixed.Items[k] = store.Item{Key: k, Value: v}
+		}
+	}
+	if len(extraKeys)+len(extraPrefixes) > 0 {
+		s, err := e.Open(ctx, false)
+		if err != nil {
+			return err
+		}
+		extra, err := s.Read(ctx, extraKeys, extraPrefixes)
+		if err != nil {
+			return err
+		}
+		maps.Copy(fixed.Items, extra.Items)
+	}
+	if err := head(fixed); err != nil {
+		return err
+	}
+	idx := make([]int, len(names))
+	for i := range idx {
+		idx[i] = i
+	}
+	return page(idx, &manyRead[N]{get: snap.Get, snap: snap})
 }
 
 // viewOf is one node as read: from decoded values when the snapshot has
@@ -265,9 +291,9 @@ func (e *Engine[N, W]) holds(node string, r *manyRead[N]) (bool, error) {
 }
 
 // eachOf is each over what readMany read.
-func (e *Engine[N, W]) eachOf(names []string, r *manyRead[N], fn func(i int, v *nodeView[N])) error {
+func (e *Engine[N, W]) eachOf(names []string, idx []int, r *manyRead[N], fn func(i int, v *nodeView[N])) error {
 	if r.snap == nil {
-		return e.each(names, r.get, fn)
+		return e.each(names, idx, r.get, fn)
 	}
 	var mu sync.Mutex
 	var first error
@@ -283,9 +309,9 @@ func (e *Engine[N, W]) eachOf(names []string, r *manyRead[N], fn func(i int, v *
 		}
 		fn(i, v)
 	}
-	workers := min(runtime.GOMAXPROCS(0), len(names)/256)
+	workers := min(runtime.GOMAXPROCS(0), len(idx)/256)
 	if workers <= 1 {
-		for i := range names {
+		for _, i := range idx {
 			visit(i)
 		}
 		return first
@@ -294,8 +320,8 @@ func (e *Engine[N, W]) eachOf(names []string, r *manyRead[N], fn func(i int, v *
 	var wg sync.WaitGroup
 	for range workers {
 		wg.Go(func() {
-			for i := int(next.Add(1) - 1); i < len(names); i = int(next.Add(1) - 1) {
-				visit(i)
+			for k := int(next.Add(1) - 1); k < len(idx); k = int(next.Add(1) - 1) {
+				visit(idx[k])
 			}
 		})
 	}

@@ -1,6 +1,9 @@
 package storage
 
-import "github.com/eru-extend/resources/internal/fastjson"
+import (
+	"github.com/eru-extend/resources/internal/fastjson"
+	"github.com/eru-extend/resources/storage/pool"
+)
 
 // decodeNodeFast decodes a record in the form Encode writes it (no
 // whitespace, no escapes, exact key names, each key once, integers only)
@@ -8,7 +11,8 @@ import "github.com/eru-extend/resources/internal/fastjson"
 // many-node capacity query. It answers ok false for anything else, and the
 // caller decodes the record with encoding/json, so every record reads as
 // it did: this path only takes input on which encoding/json gives the same
-// result (FuzzDecodeNodeFast holds it to that).
+// result (FuzzDecodeNodeFast holds it to that). It reads a node's pool
+// declarations; a record holding pool objects goes to encoding/json.
 func decodeNodeFast(data []byte) (*Node, bool) {
 	d := fastjson.New(data)
 	n := &Node{}
@@ -26,7 +30,7 @@ func decodeNodeFast(data []byte) (*Node, bool) {
 }
 
 func decodeResource(d *fastjson.Decoder, r *Resource) bool {
-	var seen [4]bool
+	var seen [6]bool
 	return d.Object(func(key []byte) bool {
 		ok := false
 		switch string(key) {
@@ -44,7 +48,37 @@ func decodeResource(d *fastjson.Decoder, r *Resource) bool {
 			if ok = fastjson.Once(&seen[3]); ok {
 				r.ZeroByte, ok = d.Amounts()
 			}
+		case "pools":
+			ok = fastjson.Once(&seen[4]) && decodePools(d, r)
+		case "default_pool":
+			if ok = fastjson.Once(&seen[5]); ok {
+				r.DefaultPool, ok = d.Str()
+			}
 		}
+		return ok
+	})
+}
+
+// decodePools reads {"id":{"path":"…"},…}; a pool named twice is left to
+// encoding/json.
+func decodePools(d *fastjson.Decoder, r *Resource) bool {
+	r.Pools = map[string]pool.Declaration{}
+	return d.Object(func(key []byte) bool {
+		id := string(key)
+		if _, dup := r.Pools[id]; dup {
+			return false
+		}
+		var decl pool.Declaration
+		var seen bool
+		ok := d.Object(func(key []byte) bool {
+			if string(key) != "path" || !fastjson.Once(&seen) {
+				return false
+			}
+			var ok bool
+			decl.Path, ok = d.Str()
+			return ok
+		})
+		r.Pools[id] = decl
 		return ok
 	})
 }

@@ -5,6 +5,8 @@ import (
 	"testing"
 
 	"github.com/stretchr/testify/require"
+
+	"github.com/eru-extend/resources/storage/pool"
 )
 
 func sampleNodes() []*Node {
@@ -20,7 +22,13 @@ func sampleNodes() []*Node {
 	extreme.Capacity.Volumes = map[string]int64{"/däta": 9223372036854775807}
 	extreme.Usage.Volumes = map[string]int64{"/däta": -9223372036854775808}
 	extreme.Capacity.Disks = []Disk{{Device: "/dev/sda"}}
-	return []*Node{NewNode(), busy, extreme}
+	pooled := NewNode()
+	pooled.Capacity.Storage = 1 << 40
+	pooled.Capacity.Pools = map[string]pool.Declaration{"ceph-a": {Path: "/mnt/ceph-a"}, "nfs": {Path: "/mnt/nfs"}}
+	pooled.Capacity.DefaultPool = "nfs"
+	empty := NewNode()
+	empty.Capacity.Pools = map[string]pool.Declaration{"p": {}}
+	return []*Node{NewNode(), busy, extreme, pooled, empty}
 }
 
 func TestDecodeNodeFast(t *testing.T) {
@@ -49,6 +57,9 @@ func TestDecodeNodeFast(t *testing.T) {
 		{"an integer past int64 is left to encoding/json", `{"capacity":{"storage":9223372036854775808}}`},
 		{"invalid UTF-8 is left to encoding/json", "{\"capacity\":{\"volumes\":{\"/\xff\":1}}}"},
 		{"trailing bytes are left to encoding/json", `{"capacity":{}} `},
+		{"a pool declared twice is left to encoding/json", `{"capacity":{"pools":{"a":{"path":"/x"},"a":{"path":"/y"}}}}`},
+		{"a pool declaration with another member is left to encoding/json", `{"capacity":{"pools":{"a":{"path":"/x","size":1}}}}`},
+		{"a record holding pool objects is left to encoding/json", `{"capacity":{},"usage":{"pool_objects":{}}}`},
 		{"a truncated record is left to encoding/json", `{"capacity":{"disks":[{"device":"/dev/vda"`},
 	} {
 		t.Run(tc.name, func(t *testing.T) {

@@ -5,6 +5,7 @@ import (
 	"math"
 	"strings"
 	"sync"
+	"sync/atomic"
 
 	pb "go.etcd.io/etcd/api/v3/etcdserverpb"
 	clientv3 "go.etcd.io/etcd/client/v3"
@@ -13,12 +14,18 @@ import (
 	"github.com/eru-extend/resources/store"
 )
 
-// readAhead is how many pinned transactions of a large read are in flight
-// at once.
+// readAhead is how many pages of a large read are read at once, besides
+// the one being handed over: it bounds both the transactions in flight and
+// the pages held.
 const readAhead = 4
 
+// pageNames is how many names one page of a large read holds: with a
+// record, a registration and a session each, about 380 KiB of a cluster's
+// keys and values, and 512 names' keys under each prefix.
+const pageNames = 512
+
 // pointCost is what etcd spends on a key read by itself, in keys read as
-// part of a prefix: a point read is a whole range operation of the
+// part of a range: a point read is a whole range operation of the
 // transaction, on the server and in the client (measured with
 // BenchmarkReadNodes: 3,000 point reads cost about what 12,000 keys read
 // as prefixes do).
@@ -28,22 +35,27 @@ const pointCost = 4
 // connection, no response size limit below gRPC's own).
 var readCallOpts = []grpc.CallOption{grpc.WaitForReady(true), grpc.MaxCallRecvMsgSize(math.MaxInt32)}
 
-// ReadKeys implements store.KeyReader. The first transaction counts the
-// keys under within and reads the first keys, which fixes the revision.
-// When the prefixes hold fewer than pointCost times as many keys as asked
-// for, they are read whole in one more transaction at that revision;
-// otherwise the remaining keys are read in transactions of MaxTxnOps gets
-// pinned to the revision, sent side by side rather than one after the
-// other. The requests are built as etcd's own messages and sent on the
-// client's connection (its interceptors and credentials included):
-// clientv3's Op values cost several allocations a key, which a read of
-// thousands of keys feels.
-func (s *Store) ReadKeys(ctx context.Context, keys []string, within []string) (*store.Snapshot, error) {
-	if len(keys)+len(within) <= MaxTxnOps || len(within) >= MaxTxnOps {
-		return s.Read(ctx, keys, nil)
+// ReadNames implements store.NameReader. A read that fits one transaction
+// is Read. Otherwise the names are taken in key order, pageNames at a time,
+// and the first transaction reads r's keys and prefixes and counts, for
+// each page and each prefix of r.Under, the keys between the page's first
+// and last name: that fixes the revision every other transaction is pinned
+// to. Each page then reads, under each prefix, that span whole when it
+// holds fewer than pointCost times as many keys as the page has names
+// (the names are dense there, as when a query names most of a cluster or
+// a run of it), or else its names key by key. Pages are read readAhead at
+// a time and handed over as they arrive, so that only those few are held.
+// The requests are built as etcd's own messages and sent on the client's
+// connection (its interceptors and credentials included): clientv3's Op
+// values cost several allocations a key, which a read of thousands of keys
+// feels.
+func (s *Store) ReadNames(ctx context.Context, r store.NameRead, head func(*store.Snapshot) error, page func(*store.Snapshot, []int) error) error {
+	fixed := len(r.Keys) + len(r.Prefixes)
+	if fixed+len(r.Names)*len(r.Under) <= MaxTxnOps || len(r.Under) == 0 {
+		return store.ReadNamesAtOnce(ctx, s, r, head, page)
 	}
 	kv := pb.NewKVClient(s.client.ActiveConnection())
-	txn := func(ops []*pb.RequestOp) (*pb.TxnResponse, error) {
+	txn := func(ctx context.Context, ops []*pb.RequestOp) (*pb.TxnResponse, error) {
 		cctx, cancel := s.bound(ctx)
 		defer cancel()
 		resp, err := kv.Txn(cctx, &pb.TxnRequest{Success: ops}, readCallOpts...)
@@ -52,75 +64,142 @@ func (s *Store) ReadKeys(ctx context.Context, keys []string, within []string) (*
 		}
 		return resp, nil
 	}
-	// The first transaction: a count of each prefix, then keys.
-	counts := make([]*pb.RequestOp, len(within))
-	for i, p := range within {
-		key, end := s.span(p)
-		counts[i] = rangeOp(&pb.RangeRequest{Key: key, RangeEnd: end, CountOnly: true})
+	sorted := store.SortedNames(r.Names)
+	pages := make([][]int, 0, (len(sorted)+pageNames-1)/pageNames)
+	for start := 0; start < len(sorted); start += pageNames {
+		pages = append(pages, sorted[start:min(start+pageNames, len(sorted))])
 	}
-	head := MaxTxnOps - len(within)
-	first, err := txn(append(counts, s.gets(keys[:head], 0)...))
+	span := func(p string, idx []int) (key, end []byte) {
+		return []byte(s.prefix + p + r.Names[idx[0]]), []byte(s.prefix + p + r.Names[idx[len(idx)-1]] + "\x00")
+	}
+	// The first transactions: r's keys and prefixes, then the counts; the
+	// first fixes the revision, the others (a read of many thousands of
+	// names) are pinned to it.
+	ops := s.gets(r.Keys, 0)
+	for _, p := range r.Prefixes {
+		key, end := s.prefixSpan(p)
+		ops = append(ops, rangeOp(&pb.RangeRequest{Key: key, RangeEnd: end}))
+	}
+	for _, idx := range pages {
+		for _, p := range r.Under {
+			key, end := span(p, idx)
+			ops = append(ops, rangeOp(&pb.RangeRequest{Key: key, RangeEnd: end, CountOnly: true}))
+		}
+	}
+	first, err := txn(ctx, ops[:min(MaxTxnOps, len(ops))])
 	if err != nil {
-		return nil, err
+		return err
 	}
 	rev := first.Header.Revision
-	var under int64
-	for _, r := range first.Responses[:len(within)] {
-		under += r.GetResponseRange().Count
-	}
-	// What is left to read, each a transaction pinned to rev.
-	var txns [][]*pb.RequestOp
-	rest := keys[head:]
-	if under < pointCost*int64(len(keys)) {
-		wholes := make([]*pb.RequestOp, len(within))
-		for i, p := range within {
-			key, end := s.span(p)
-			wholes[i] = rangeOp(&pb.RangeRequest{Key: key, RangeEnd: end, Revision: rev})
+	responses := first.Responses
+	for start := MaxTxnOps; start < len(ops); start += MaxTxnOps {
+		chunk := ops[start:min(start+MaxTxnOps, len(ops))]
+		for _, op := range chunk {
+			op.GetRequestRange().Revision = rev
 		}
-		txns = append(txns, wholes)
-		rest = outside(rest, within)
+		resp, err := txn(ctx, chunk)
+		if err != nil {
+			return err
+		}
+		responses = append(responses, resp.Responses...)
 	}
-	for start := 0; start < len(rest); start += MaxTxnOps {
-		txns = append(txns, s.gets(rest[start:min(start+MaxTxnOps, len(rest))], rev))
+	snap := &store.Snapshot{Revision: rev, Items: map[string]store.Item{}}
+	s.collect(snap, responses[:fixed])
+	if err := head(snap); err != nil {
+		return err
 	}
-	got := make([]*pb.TxnResponse, len(txns))
-	errs := make([]error, len(txns))
-	var mu sync.Mutex
-	next := 0
+	counts := responses[fixed:]
+	// plan is the transactions of page c.
+	plan := func(c int) [][]*pb.RequestOp {
+		idx := pages[c]
+		var ranges, points []*pb.RequestOp
+		for j, p := range r.Under {
+			if counts[c*len(r.Under)+j].GetResponseRange().Count < pointCost*int64(len(idx)) {
+				key, end := span(p, idx)
+				ranges = append(ranges, rangeOp(&pb.RangeRequest{Key: key, RangeEnd: end, Revision: rev}))
+				continue
+			}
+			keys := make([]string, len(idx))
+			for i, n := range idx {
+				keys[i] = p + r.Names[n]
+			}
+			points = append(points, s.gets(keys, rev)...)
+		}
+		all := append(ranges, points...)
+		var txns [][]*pb.RequestOp
+		for start := 0; start < len(all); start += MaxTxnOps {
+			txns = append(txns, all[start:min(start+MaxTxnOps, len(all))])
+		}
+		return txns
+	}
+	type read struct {
+		c    int
+		snap *store.Snapshot
+		err  error
+	}
+	wctx, cancel := context.WithCancel(ctx)
+	reads := make(chan read)
+	var next atomic.Int64
 	var wg sync.WaitGroup
-	for range min(readAhead, len(txns)) {
+	defer func() {
+		cancel() // a reader waiting to hand a page over gives up
+		wg.Wait()
+	}()
+	for range min(readAhead, len(pages)) {
 		wg.Go(func() {
-			for {
-				mu.Lock()
-				c := next
-				next++
-				mu.Unlock()
-				if c >= len(txns) {
+			for c := int(next.Add(1) - 1); c < len(pages); c = int(next.Add(1) - 1) {
+				got := read{c: c, snap: &store.Snapshot{Revision: rev, Items: make(map[string]store.Item, len(pages[c])*len(r.Under))}}
+				for _, ops := range plan(c) {
+					resp, err := txn(wctx, ops)
+					if err != nil {
+						got.err = err
+						break
+					}
+					s.collect(got.snap, resp.Responses)
+				}
+				select {
+				case reads <- got:
+				case <-wctx.Done():
 					return
 				}
-				if got[c], errs[c] = txn(txns[c]); errs[c] != nil {
+				if got.err != nil {
 					return
 				}
 			}
 		})
 	}
-	wg.Wait()
-	for _, err := range errs {
-		if err != nil {
-			return nil, err
+	for range pages {
+		// A reader gives up handing its page over when the call's time
+		// is up: so does this loop, or it would wait for pages no reader
+		// is left to bring.
+		var got read
+		select {
+		case got = <-reads:
+		case <-wctx.Done():
+			return s.fail(clientv3.ContextError(wctx, wctx.Err()))
+		}
+		if got.err != nil {
+			return got.err
+		}
+		if err := page(got.snap, pages[got.c]); err != nil {
+			return err
 		}
 	}
-	got = append(got, first)
-	snap := &store.Snapshot{Revision: rev, Items: make(map[string]store.Item, len(keys))}
-	for _, resp := range got {
-		for _, r := range resp.Responses {
-			for _, kv := range r.GetResponseRange().Kvs {
-				key := strings.TrimPrefix(string(kv.Key), s.prefix)
-				snap.Items[key] = store.Item{Key: key, Value: kv.Value, ModRevision: kv.ModRevision}
+	return nil
+}
+
+// collect adds the keys of range responses to snap, without the store's
+// own bookkeeping.
+func (s *Store) collect(snap *store.Snapshot, responses []*pb.ResponseOp) {
+	for _, r := range responses {
+		for _, kv := range r.GetResponseRange().Kvs {
+			key := strings.TrimPrefix(string(kv.Key), s.prefix)
+			if strings.HasPrefix(key, markerPrefix) {
+				continue
 			}
+			snap.Items[key] = store.Item{Key: key, Value: kv.Value, ModRevision: kv.ModRevision}
 		}
 	}
-	return snap, nil
 }
 
 // gets are point reads of keys at rev (0: the current revision), their
@@ -142,26 +221,8 @@ func (s *Store) gets(keys []string, rev int64) []*pb.RequestOp {
 	return ops
 }
 
-// outside are the keys under none of the prefixes.
-func outside(keys, prefixes []string) []string {
-	var out []string
-	for _, k := range keys {
-		in := false
-		for _, p := range prefixes {
-			if strings.HasPrefix(k, p) {
-				in = true
-				break
-			}
-		}
-		if !in {
-			out = append(out, k)
-		}
-	}
-	return out
-}
-
-// span is the key range of everything under prefix p.
-func (s *Store) span(p string) (key, end []byte) {
+// prefixSpan is the key range of everything under prefix p.
+func (s *Store) prefixSpan(p string) (key, end []byte) {
 	key = []byte(s.prefix + p)
 	return key, []byte(clientv3.GetPrefixRangeEnd(string(key)))
 }

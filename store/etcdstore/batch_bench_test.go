@@ -2,53 +2,48 @@ package etcdstore_test
 
 import (
 	"context"
-	"fmt"
 	"testing"
 	"time"
 
 	"github.com/stretchr/testify/require"
 
 	"github.com/eru-extend/resources/store"
-	"github.com/eru-extend/resources/store/etcdstore"
-	"github.com/eru-extend/resources/store/storetest"
 )
 
-// BenchmarkReadNodes reads 1,000 nodes' three keys (record, registration,
-// absent session): key by key (ReadKeys given no prefixes to read whole),
-// and as the three prefixes.
+// BenchmarkReadNodes reads 1,000 names' keys under /k/, /j/ and an empty
+// prefix out of 4,000 stored (about a node's record, registration and
+// absent session): every fourth name, which ReadNames reads key by key;
+// a run of 1,000 names, which it reads as spans; and the three prefixes
+// whole (all 4,000 names), which Read does. pointCost is read off them.
 func BenchmarkReadNodes(b *testing.B) {
-	e := storetest.SharedEtcd(b)
+	s := openEtcd(b, 5*time.Second)
+	loadNames(b, s, 4000)
 	ctx := context.Background()
-	s, err := etcdstore.Open(ctx, etcdstore.Config{Endpoints: []string{e.Endpoint}, Prefix: fmt.Sprintf("/bench-%d", time.Now().UnixNano()), DialTimeout: 5 * time.Second})
-	require.NoError(b, err)
-	b.Cleanup(func() { _ = s.Close() })
-	const n = 1000
-	value := make([]byte, 400)
-	var keys []string
-	for start := 0; start < n; start += 50 {
-		var ops []store.Op
-		for i := start; i < start+50; i++ {
-			ops = append(ops, store.Op{Key: fmt.Sprintf("/rec/node-%05d", i), Value: value}, store.Op{Key: fmt.Sprintf("/reg/node-%05d", i), Value: value[:250]})
-		}
-		require.NoError(b, s.Txn(ctx, nil, ops))
-	}
-	for i := range n {
-		keys = append(keys, fmt.Sprintf("/rec/node-%05d", i), fmt.Sprintf("/reg/node-%05d", i), fmt.Sprintf("/ses/node-%05d", i))
-	}
-	b.Run("point reads", func(b *testing.B) {
+	under := []string{"/k/", "/j/", "/s/"}
+	read := func(b *testing.B, names []string) {
 		b.ReportAllocs()
 		for b.Loop() {
-			snap, err := s.ReadKeys(ctx, keys, nil)
+			got := 0
+			err := s.ReadNames(ctx, store.NameRead{Names: names, Under: under}, func(*store.Snapshot) error { return nil }, func(snap *store.Snapshot, idx []int) error {
+				for _, i := range idx {
+					if _, ok := snap.Items["/k/"+names[i]]; ok {
+						got++
+					}
+				}
+				return nil
+			})
 			require.NoError(b, err)
-			require.Len(b, snap.Items, 2*n)
+			require.Equal(b, len(names), got)
 		}
-	})
-	b.Run("prefixes", func(b *testing.B) {
+	}
+	b.Run("1,000 names key by key", func(b *testing.B) { read(b, every(0, 4000, 4)) })
+	b.Run("1,000 names as spans", func(b *testing.B) { read(b, every(0, 1000, 1)) })
+	b.Run("4,000 names as prefixes", func(b *testing.B) {
 		b.ReportAllocs()
 		for b.Loop() {
-			snap, err := s.Read(ctx, nil, []string{"/rec/", "/reg/", "/ses/"})
+			snap, err := s.Read(ctx, nil, under)
 			require.NoError(b, err)
-			require.Len(b, snap.Items, 2*n)
+			require.Len(b, snap.Items, 8000)
 		}
 	})
 }

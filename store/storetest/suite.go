@@ -105,6 +105,82 @@ func Run(t *testing.T, open Opener, expiry time.Duration) {
 		require.Equal(t, "299", string(snap.Items["/wide/299"].Value))
 	})
 
+	t.Run("a read of many names hands each name's keys over once, with the extras, at one revision", func(t *testing.T) {
+		s := open(t, "names")
+		const stored = 1500
+		var ops []store.Op
+		flush := func() {
+			require.NoError(t, s.Txn(ctx, nil, ops))
+			ops = ops[:0]
+		}
+		for i := range stored {
+			n := fmt.Sprintf("n%04d", i)
+			ops = append(ops, store.Op{Key: "/rec/" + n, Value: []byte("r" + n)})
+			if i%3 != 0 { // every third name has no key under /reg/
+				ops = append(ops, store.Op{Key: "/reg/" + n, Value: []byte("g" + n)})
+			}
+			if len(ops) >= 100 {
+				flush()
+			}
+		}
+		ops = append(ops, store.Op{Key: "/setting", Value: []byte("s")}, store.Op{Key: "/pools/a", Value: []byte("a")}, store.Op{Key: "/pools/b", Value: []byte("b")})
+		flush()
+		// Every other name, backwards, and one name nothing is stored under.
+		var names []string
+		for i := stored - 1; i >= 0; i -= 2 {
+			names = append(names, fmt.Sprintf("n%04d", i))
+		}
+		names = append(names, "absent")
+		r := store.NameRead{Keys: []string{"/setting", "/unset"}, Prefixes: []string{"/pools/"}, Names: names, Under: []string{"/rec/", "/reg/"}}
+		var rev int64
+		seen := make([]int, len(names))
+		pages := 0
+		err := store.ReadNames(ctx, s, r, func(snap *store.Snapshot) error {
+			require.Zero(t, pages, "the head comes first")
+			rev = snap.Revision
+			v, ok := snap.Get("/setting")
+			require.True(t, ok)
+			require.Equal(t, "s", string(v))
+			_, ok = snap.Get("/unset")
+			require.False(t, ok)
+			require.Len(t, snap.Under("/pools/"), 2)
+			return nil
+		}, func(snap *store.Snapshot, idx []int) error {
+			pages++
+			require.Equal(t, rev, snap.Revision)
+			for _, i := range idx {
+				seen[i]++
+				n := names[i]
+				v, ok := snap.Get("/rec/" + n)
+				require.Equal(t, n != "absent", ok, n)
+				if ok {
+					require.Equal(t, "r"+n, string(v))
+				}
+				var num int
+				_, scanErr := fmt.Sscanf(n, "n%d", &num)
+				v, ok = snap.Get("/reg/" + n)
+				require.Equal(t, scanErr == nil && num%3 != 0, ok, n)
+				if ok {
+					require.Equal(t, "g"+n, string(v))
+				}
+			}
+			return nil
+		})
+		require.NoError(t, err)
+		require.NotZero(t, rev)
+		for i, c := range seen {
+			require.Equal(t, 1, c, "name %s handed over %d times", names[i], c)
+		}
+		stop := errors.New("stop")
+		calls := 0
+		err = store.ReadNames(ctx, s, r, func(*store.Snapshot) error { return nil }, func(*store.Snapshot, []int) error {
+			calls++
+			return stop
+		})
+		require.ErrorIs(t, err, stop, "an error from a page ends the read")
+		require.Equal(t, 1, calls)
+	})
+
 	t.Run("a key put with a time to live vanishes after it", func(t *testing.T) {
 		s := open(t, "ttl")
 		require.NoError(t, s.Txn(ctx, nil, []store.Op{{Key: "/session", Value: []byte("live"), TTL: time.Second}}))

@@ -5,6 +5,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"maps"
 	"net"
 	"net/url"
 	"os"
@@ -82,6 +83,12 @@ const (
 // volumes on any device.
 var capacityRequest = map[string]any{"volumes": []string{"AUTO:/data:rw:100G"}}
 
+// poolRequest is capacityRequest with a volume of poolVolumeGiB in the
+// node's default pool besides.
+var poolRequest = map[string]any{"volumes": []string{"AUTO:/data:rw:100G", fmt.Sprintf("POOL:/shared:rw:%dG", poolVolumeGiB)}}
+
+const poolVolumeGiB = 10
+
 const volumeRequest = 100 * gib
 
 // seedResource is what add-node registers for the first node: two 1 TiB
@@ -101,6 +108,7 @@ const storageCapacity = 6 * tib
 // plugin folder configured for it.
 type cluster struct {
 	n      int
+	pools  int    // pools its nodes share (p0, p1, …), node i declaring p(i mod pools)
 	prefix string // the etcd prefix
 	dir    string // the plugin folder: the working directory of every call
 	names  []string
@@ -140,7 +148,27 @@ func (c *cluster) storageKey(node string) string { return c.prefix + "/resource/
 // binary under test), the others are copies of its keys under their own
 // names, with the usage of used(i), written in transactions of 100 keys.
 func load(ctx context.Context, b *bench, n int) (*cluster, error) {
-	c := &cluster{n: n, prefix: fmt.Sprintf("/bench-%d", n), dir: filepath.Join(b.tmp, fmt.Sprint(n)), names: make([]string, n)}
+	return loadCluster(ctx, b, n, 0)
+}
+
+// poolCapacity is what each pool of a cluster with pools holds: room for
+// every workload of the capacity query with poolRequest's pool volume on
+// each of its nodes, and as much again, so that the pools never bind and
+// the query answers what it answers without them.
+func poolCapacity(n, pools int) string {
+	perPool := (n + pools - 1) / pools
+	return fmt.Sprintf("%dG", 2*perPool*wantCapacity(0)*poolVolumeGiB)
+}
+
+// loadCluster is load; with pools > 0, the first pools nodes are added
+// declaring one pool each (p0, p1, …, at /mnt/p0, …), each pool is given
+// poolCapacity, and node i is a copy of node i mod pools.
+func loadCluster(ctx context.Context, b *bench, n, pools int) (*cluster, error) {
+	c := &cluster{n: n, pools: pools, prefix: fmt.Sprintf("/bench-%d", n), dir: filepath.Join(b.tmp, fmt.Sprint(n)), names: make([]string, n)}
+	if pools > 0 {
+		c.prefix += "-pools"
+		c.dir += "-pools"
+	}
 	for i := range c.names {
 		c.names[i] = nodeName(i)
 	}
@@ -162,27 +190,37 @@ func load(ctx context.Context, b *bench, n int) (*cluster, error) {
 			return nil, err
 		}
 	}
-	seed := c.names[0]
-	in, _ := json.Marshal(map[string]any{"nodename": seed, "resource": seedResource})
-	s, err := b.runner.run(command{argv: []string{b.storage, "add-node"}, dir: c.dir, stdin: in})
-	if err == nil && (s.code != 0 || len(s.stderr) > 0) {
-		err = fmt.Errorf("exit %d: %s", s.code, firstLine(string(s.stderr)))
-	}
-	if err != nil {
-		return nil, fmt.Errorf("add-node %s: %w", seed, err)
+	seeds := c.names[:max(1, min(pools, n))]
+	for k, seed := range seeds {
+		resource := seedResource
+		if pools > 0 {
+			resource = maps.Clone(seedResource)
+			resource["pools"] = []string{fmt.Sprintf("p%d:/mnt/p%d", k, k)}
+		}
+		in, _ := json.Marshal(map[string]any{"nodename": seed, "resource": resource})
+		if err := b.plugin(c, in, "add-node"); err != nil {
+			return nil, fmt.Errorf("add-node %s: %w", seed, err)
+		}
+		if pools > 0 {
+			if err := b.plugin(c, nil, "pools", "set-capacity", fmt.Sprintf("p%d", k), poolCapacity(n, pools), "--if-version", "0"); err != nil {
+				return nil, fmt.Errorf("pools set-capacity p%d: %w", k, err)
+			}
+		}
 	}
 	resp, err := b.client.Get(ctx, c.prefix+"/", clientv3.WithPrefix())
 	if err != nil {
 		return nil, err
 	}
-	var templates []*keyValue
-	for _, kv := range resp.Kvs {
-		if strings.HasSuffix(string(kv.Key), "/"+seed) {
-			templates = append(templates, &keyValue{key: string(kv.Key), value: kv.Value})
+	templates := make([][]*keyValue, len(seeds))
+	for k, seed := range seeds {
+		for _, kv := range resp.Kvs {
+			if strings.HasSuffix(string(kv.Key), "/"+seed) {
+				templates[k] = append(templates[k], &keyValue{key: string(kv.Key), value: kv.Value})
+			}
 		}
-	}
-	if len(templates) == 0 {
-		return nil, fmt.Errorf("add-node %s wrote no key ending in its name under %s", seed, c.prefix)
+		if len(templates[k]) == 0 {
+			return nil, fmt.Errorf("add-node %s wrote no key ending in its name under %s", seed, c.prefix)
+		}
 	}
 	var batch []clientv3.Op
 	flush := func() error {
@@ -194,7 +232,8 @@ func load(ctx context.Context, b *bench, n int) (*cluster, error) {
 		return err
 	}
 	for i, name := range c.names {
-		for _, t := range templates {
+		seed := seeds[i%len(seeds)]
+		for _, t := range templates[i%len(seeds)] {
 			key := strings.TrimSuffix(t.key, seed) + name
 			value := bytes.ReplaceAll(t.value, []byte(seed), []byte(name))
 			if key == c.storageKey(name) {
@@ -215,6 +254,16 @@ func load(ctx context.Context, b *bench, n int) (*cluster, error) {
 	}
 	c.bytes, err = keySizes(ctx, b.client, c.prefix)
 	return c, err
+}
+
+// plugin runs the storage binary in c's folder and fails unless it exits
+// 0 with nothing on stderr.
+func (b *bench) plugin(c *cluster, stdin []byte, args ...string) error {
+	s, err := b.runner.run(command{argv: append([]string{b.storage}, args...), dir: c.dir, stdin: stdin})
+	if err == nil && (s.code != 0 || len(s.stderr) > 0) {
+		err = fmt.Errorf("exit %d: %s", s.code, firstLine(string(s.stderr)))
+	}
+	return err
 }
 
 type keyValue struct {
@@ -282,5 +331,9 @@ func (c *cluster) describe() string {
 	if c.callTimeout != "" {
 		timeout = "; plugins configured with etcd.call_timeout and etcd.dial_timeout " + c.callTimeout
 	}
-	return fmt.Sprintf("%s nodes, %.1f MiB of keys and values (%s)%s", thousands(c.n), float64(total)/(1<<20), strings.Join(parts, "; "), timeout)
+	shared := ""
+	if c.pools > 0 {
+		shared = fmt.Sprintf(" sharing %d pools of %s each (node i declares pool i mod %d)", c.pools, poolCapacity(c.n, c.pools), c.pools)
+	}
+	return fmt.Sprintf("%s nodes%s, %.1f MiB of keys and values (%s)%s", thousands(c.n), shared, float64(total)/(1<<20), strings.Join(parts, "; "), timeout)
 }

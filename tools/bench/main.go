@@ -32,6 +32,9 @@ import (
 	clientv3 "go.etcd.io/etcd/client/v3"
 )
 
+// benchPools is how many pools the nodes of the pool measure share.
+const benchPools = 10
+
 // minPairs is the fewest pairs a full run may time per measure.
 const minPairs = 15
 
@@ -183,6 +186,11 @@ func run(ctx context.Context, o options, w, progress io.Writer) error {
 		}
 		defer d.stop()
 	}
+	pooled, err := loadCluster(ctx, b, o.nodes[0], benchPools)
+	if err != nil {
+		return fmt.Errorf("loading %d nodes sharing %d pools: %w", o.nodes[0], benchPools, err)
+	}
+	fmt.Fprintf(w, "- cluster: %s (no serve daemon: its measure is of the binary alone)\n", pooled.describe())
 	fmt.Fprintf(w, "- each cluster's folder runs `storage serve` (its cache synced before any measure); a call through it is the front binary (cmd/forwarder) forwarding it over the unix socket, checked against the daemon's count of the calls it answered; the daemon's CPU time and memory are not counted in the call's\n")
 	rssFloor, err := b.runner.run(command{argv: []string{b.trueBin}})
 	if err != nil {
@@ -191,7 +199,7 @@ func run(ctx context.Context, o options, w, progress io.Writer) error {
 	fmt.Fprintf(w, "- peak RSS is the process's own, read by wait4 in a small runner process; it reads no less than %.1f MiB (the runner's own)\n\n", mib(rssFloor))
 
 	fmt.Fprint(w, tableHead)
-	measures, err := b.measures(ctx, clusters)
+	measures, err := b.measures(ctx, clusters, pooled)
 	if err != nil {
 		return err
 	}
@@ -348,7 +356,7 @@ func (b *bench) sampleLoad() string {
 // (a capacity query through it, /metrics at the largest size, core's
 // per-node get-metrics sweep) can join the same way: a step that starts
 // nothing per run (the daemon is started once beside etcd) and a check.
-func (b *bench) measures(ctx context.Context, clusters []*cluster) ([]measure, error) {
+func (b *bench) measures(ctx context.Context, clusters []*cluster, pooled *cluster) ([]measure, error) {
 	small := clusters[0]
 	trueStep := step{label: "`/bin/true`", cmd: fixed(command{argv: []string{b.trueBin}}), check: exactly("")}
 	hello := step{label: "Go hello-world", cmd: fixed(command{argv: []string{b.hello}}), check: exactly("hello, world\n")}
@@ -403,6 +411,15 @@ func (b *bench) measures(ctx context.Context, clusters []*cluster) ([]measure, e
 		ms = append(ms, m, measure{name: fmt.Sprintf("`get-metrics`, %s nodes", thousands(c.n)), floor: floor,
 			subject: b.verb(c, "get-metrics", map[string]any{"nodes": refs(c.names)}, metricsOf(c.names))})
 	}
+	// The pools' records are read with the nodes, at their revision, and
+	// their room dealt among the nodes (issue 14: ≤ 1.2× without pools).
+	ms = append(ms, measure{
+		name:    fmt.Sprintf("capacity, %s nodes sharing %d pools", thousands(pooled.n), pooled.pools),
+		subject: b.verb(pooled, "get-nodes-deploy-capacity", map[string]any{"nodenames": pooled.names, "workload_resource": poolRequest}, capacityOf(pooled.names)),
+		floor: step{label: "the same query without its pool volume",
+			cmd: b.verb(pooled, "get-nodes-deploy-capacity", map[string]any{"nodenames": pooled.names, "workload_resource": capacityRequest}, nil).cmd, check: capacityOf(pooled.names)},
+		target: 1.2,
+	})
 	for _, c := range clusters[1:] {
 		query := map[string]any{"nodenames": small.names, "workload_resource": capacityRequest}
 		ms = append(ms, measure{
