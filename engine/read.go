@@ -119,10 +119,18 @@ func (e *Engine[N, W]) readNodes(ctx context.Context, names []string, all bool, 
 // before fn sees it and dropping it after, spread over the CPUs when there
 // are many. The workers end before each returns.
 func (e *Engine[N, W]) each(names []string, idx []int, get func(string) ([]byte, bool), fn func(i int, v *nodeView[N])) error {
+	return visit(names, idx, 64, func(node string) (*nodeView[N], error) { return e.view(node, get) }, fn)
+}
+
+// visit calls fn with the view of each name at the indices idx, on one
+// worker per perWorker names (at most one per CPU), and returns the first
+// error a view met (fn is not called for that name). The workers end
+// before visit returns.
+func visit[N any](names []string, idx []int, perWorker int, view func(node string) (*nodeView[N], error), fn func(i int, v *nodeView[N])) error {
 	var mu sync.Mutex
 	var first error
-	visit := func(i int) {
-		v, err := e.view(names[i], get)
+	one := func(i int) {
+		v, err := view(names[i])
 		if err != nil {
 			mu.Lock()
 			if first == nil {
@@ -133,10 +141,10 @@ func (e *Engine[N, W]) each(names []string, idx []int, get func(string) ([]byte,
 		}
 		fn(i, v)
 	}
-	workers := min(runtime.GOMAXPROCS(0), len(idx)/64)
+	workers := min(runtime.GOMAXPROCS(0), len(idx)/perWorker)
 	if workers <= 1 {
 		for _, i := range idx {
-			visit(i)
+			one(i)
 		}
 		return first
 	}
@@ -145,7 +153,7 @@ func (e *Engine[N, W]) each(names []string, idx []int, get func(string) ([]byte,
 	for range workers {
 		wg.Go(func() {
 			for k := int(next.Add(1) - 1); k < len(idx); k = int(next.Add(1) - 1) {
-				visit(idx[k])
+				one(idx[k])
 			}
 		})
 	}

@@ -3,7 +3,6 @@ package engine
 import (
 	"context"
 	"maps"
-	"runtime"
 	"slices"
 	"strconv"
 	"strings"
@@ -295,36 +294,6 @@ func (e *Engine[N, W]) eachOf(names []string, idx []int, r *manyRead[N], fn func
 	if r.snap == nil {
 		return e.each(names, idx, r.get, fn)
 	}
-	var mu sync.Mutex
-	var first error
-	visit := func(i int) {
-		v, err := e.viewOf(names[i], r)
-		if err != nil {
-			mu.Lock()
-			if first == nil {
-				first = types.Wrap(types.Internal, err, "node "+names[i])
-			}
-			mu.Unlock()
-			return
-		}
-		fn(i, v)
-	}
-	workers := min(runtime.GOMAXPROCS(0), len(idx)/256)
-	if workers <= 1 {
-		for _, i := range idx {
-			visit(i)
-		}
-		return first
-	}
-	var next atomic.Int64
-	var wg sync.WaitGroup
-	for range workers {
-		wg.Go(func() {
-			for k := int(next.Add(1) - 1); k < len(idx); k = int(next.Add(1) - 1) {
-				visit(idx[k])
-			}
-		})
-	}
-	wg.Wait()
-	return first
+	// Decoded records cost little to view: a worker pays for more of them.
+	return visit(names, idx, 256, func(node string) (*nodeView[N], error) { return e.viewOf(node, r) }, fn)
 }
