@@ -82,8 +82,8 @@ func lookupResource(name string) (resource, bool) {
 
 // Decoders are how a cache decodes every resource's node records and the
 // registrations ahead of reads (see engine.Snapshot).
-func Decoders() []engine.Decoder {
-	out := []engine.Decoder{engine.RegistrationDecoder()}
+func Decoders() engine.Decoders {
+	out := engine.Decoders{engine.RegistrationDecoder()}
 	for _, r := range resources() {
 		out = append(out, r.decoder)
 	}

@@ -146,6 +146,26 @@ type Decoder struct {
 	Decode func(data []byte) (any, error)
 }
 
+// Decoders decode every kind of stored value a cache keeps decoded: each
+// plugin's node records and the registrations.
+type Decoders []Decoder
+
+// Decode is the value of key decoded by the decoder of its prefix, or nil
+// when no decoder owns the key or the value does not decode (a reader then
+// decodes the bytes itself and meets the error there).
+func (ds Decoders) Decode(key string, value []byte) any {
+	for _, d := range ds {
+		if strings.HasPrefix(key, d.Prefix) {
+			v, err := d.Decode(value)
+			if err != nil {
+				return nil
+			}
+			return v
+		}
+	}
+	return nil
+}
+
 // RecordDecoder decodes the node records of r into *DecodedRecord.
 func RecordDecoder[N any](r Records[N]) Decoder {
 	return Decoder{Prefix: nodes.RecordPrefix(r.Name()), Decode: func(data []byte) (any, error) {

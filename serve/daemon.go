@@ -70,7 +70,7 @@ type Daemon struct {
 
 	etcd     *etcdstore.Store // nil on the embedded store
 	cache    *cache.Cache
-	decoders decoders
+	decoders engine.Decoders
 
 	metrics *metrics
 
@@ -135,7 +135,7 @@ func New(ctx context.Context, name, wd string, cfg *config.Config, sc Config, lo
 			return nil, fmt.Errorf("etcd store of unexpected type %T", s)
 		}
 		d.etcd = es
-		d.cache = cache.New(es, cfg.Etcd.Prefix, sc.CacheWait, d.decoders.decode)
+		d.cache = cache.New(es, cfg.Etcd.Prefix, sc.CacheWait, d.decoders.Decode)
 	}
 	d.metrics = newMetrics(d)
 	if admit == nil {

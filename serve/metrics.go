@@ -303,7 +303,7 @@ func (s storeView) Under(prefix string) []string {
 // statuses is every node's status, as `nodes list` answers it: every node
 // registered or recorded by a plugin, in name order. A node one of whose
 // records cannot be decoded is left out (its get-metrics fails too).
-func statuses(view scrapeSource, recorded map[string][]string, p nodes.Policy, decs decoders) []nodeStatus {
+func statuses(view scrapeSource, recorded map[string][]string, p nodes.Policy, decs engine.Decoders) []nodeStatus {
 	names := map[string]bool{}
 	for _, k := range view.Under(nodes.RegistrationPrefix) {
 		names[k[len(nodes.RegistrationPrefix):]] = true
@@ -340,7 +340,7 @@ func statuses(view scrapeSource, recorded map[string][]string, p nodes.Policy, d
 
 // holdsUsage reports whether any plugin's record of node holds usage; false
 // ok when a record cannot be decoded.
-func holdsUsage(view scrapeSource, node string, decs decoders) (holds, ok bool) {
+func holdsUsage(view scrapeSource, node string, decs engine.Decoders) (holds, ok bool) {
 	for _, b := range Binaries {
 		key := nodes.RecordPrefix(b) + node
 		data, found := view.Get(key)
@@ -350,7 +350,7 @@ func holdsUsage(view scrapeSource, node string, decs decoders) (holds, ok bool) 
 		d, _ := view.Decoded(key)
 		rec, decoded := d.(*engine.DecodedRecord)
 		if !decoded {
-			if rec, decoded = decs.decode(key, data).(*engine.DecodedRecord); !decoded {
+			if rec, decoded = decs.Decode(key, data).(*engine.DecodedRecord); !decoded {
 				return false, false
 			}
 		}
@@ -359,20 +359,3 @@ func holdsUsage(view scrapeSource, node string, decs decoders) (holds, ok bool) 
 	return holds, true
 }
 
-// decoders are how the daemon decodes stored values ahead of reads: every
-// plugin's node records and the registrations (cmd.Decoders).
-type decoders []engine.Decoder
-
-// decode is the cache's Decode: the value of key decoded, or nil.
-func (ds decoders) decode(key string, value []byte) any {
-	for _, d := range ds {
-		if strings.HasPrefix(key, d.Prefix) {
-			v, err := d.Decode(value)
-			if err != nil {
-				return nil
-			}
-			return v
-		}
-	}
-	return nil
-}

@@ -231,7 +231,7 @@ func TestVerbsFromDecodedRecordsAnswerAsTheBinary(t *testing.T) {
 				continue
 			}
 			data, _ := view.Get(key)
-			fresh := c.d.decoders.decode(key, data)
+			fresh := c.d.decoders.Decode(key, data)
 			if rec, ok := d.(*engine.DecodedRecord); ok {
 				require.Equal(t, fresh.(*engine.DecodedRecord).Record, rec.Record, key)
 				require.Equal(t, fresh.(*engine.DecodedRecord).Held, rec.Held, key)

@@ -4,7 +4,6 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
-	"strings"
 	"testing"
 	"time"
 
@@ -48,19 +47,7 @@ func BenchmarkCacheList(b *testing.B) {
 		_, err := client.Txn(ctx).Then(ops...).Commit()
 		require.NoError(b, err)
 	}
-	decoders := cmd.Decoders()
-	decode := func(key string, value []byte) any {
-		for _, d := range decoders {
-			if strings.HasPrefix(key, d.Prefix) {
-				v, err := d.Decode(value)
-				if err != nil {
-					return nil
-				}
-				return v
-			}
-		}
-		return nil
-	}
+	decode := cmd.Decoders().Decode
 	for _, side := range []struct {
 		name   string
 		decode cache.Decode
