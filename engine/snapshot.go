@@ -28,13 +28,16 @@ type Snapshot interface {
 	// (the engine then decodes Get's bytes itself, and reports what
 	// cannot be decoded as it always does).
 	Decoded(key string) (any, bool)
+	// Under answers the keys of the snapshot under prefix, ordered.
+	Under(prefix string) []string
 }
 
 // SnapshotReader reads Snapshots: a linearizable one for the verbs, or one
 // of the cache as it stands for a metrics scrape.
 type SnapshotReader interface {
-	// ReadSnapshot reads keys in one consistent snapshot.
-	ReadSnapshot(ctx context.Context, keys []string) (Snapshot, error)
+	// ReadSnapshot reads keys, and every key under prefixes, in one
+	// consistent snapshot.
+	ReadSnapshot(ctx context.Context, keys, prefixes []string) (Snapshot, error)
 }
 
 // DecodedRecord is a node record decoded ahead of the reads: the record as
@@ -194,8 +197,8 @@ type manyRead[N any] struct {
 
 // readMany is readNodes (head sees the shared keys and the extras, page
 // the nodes at the indices idx of names), from e.Snapshots when the engine
-// has one: then the nodes come in one page, and the extras, which the
-// cache does not hold, are a read of the store beside it.
+// has one: then the nodes and the extras come in one snapshot and one
+// page.
 func (e *Engine[N, W]) readMany(ctx context.Context, names []string, all bool, extraKeys, extraPrefixes []string, head func(*store.Snapshot) error, page func(idx []int, r *manyRead[N]) error) error {
 	if e.Snapshots == nil {
 		return e.readNodes(ctx, names, all, extraKeys, extraPrefixes, head, func(idx []int, get func(string) ([]byte, bool)) error {
@@ -221,26 +224,29 @@ func (e *Engine[N, W]) readMany(ctx context.Context, names []string, all bool, e
 		}
 		keys = append(keys, nodes.RegistrationKey(n), nodes.SessionKey(n))
 	}
-	snap, err := e.Snapshots.ReadSnapshot(ctx, keys)
+	// The extras (a capacity query's pool records) come in the same
+	// snapshot as the nodes, at their revision, as readNodes reads them.
+	keys = append(keys, extraKeys...)
+	snap, err := e.Snapshots.ReadSnapshot(ctx, keys, extraPrefixes)
 	if err != nil {
 		return err
 	}
 	fixed := &store.Snapshot{Items: map[string]store.Item{}}
-	for _, k := range shared {
+	keep := func(k string) {
 		if v, ok := snap.Get(k); ok {
 			fixed.Items[k] = store.Item{Key: k, Value: v}
 		}
 	}
-	if len(extraKeys)+len(extraPrefixes) > 0 {
-		s, err := e.Open(ctx, false)
-		if err != nil {
-			return err
+	for _, k := range shared {
+		keep(k)
+	}
+	for _, k := range extraKeys {
+		keep(k)
+	}
+	for _, p := range extraPrefixes {
+		for _, k := range snap.Under(p) {
+			keep(k)
 		}
-		extra, err := s.Read(ctx, extraKeys, extraPrefixes)
-		if err != nil {
-			return err
-		}
-		maps.Copy(fixed.Items, extra.Items)
 	}
 	if err := head(fixed); err != nil {
 		return err

@@ -294,8 +294,8 @@ func (d *Daemon) linearizable() store.Store {
 // engine.
 type snapshots struct{ c *cache.Cache }
 
-func (s snapshots) ReadSnapshot(ctx context.Context, keys []string) (engine.Snapshot, error) {
-	v, err := s.c.ReadSnapshot(ctx, keys)
+func (s snapshots) ReadSnapshot(ctx context.Context, keys, prefixes []string) (engine.Snapshot, error) {
+	v, err := s.c.ReadSnapshot(ctx, keys, prefixes)
 	if err != nil {
 		return nil, err
 	}

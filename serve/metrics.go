@@ -273,16 +273,12 @@ func (d *Daemon) scrapeView(ctx context.Context) (scrapeSource, func(context.Con
 }
 
 // scrapeSource is one view of the whole store.
-type scrapeSource interface {
-	engine.Snapshot
-	// Under answers the keys under prefix, ordered.
-	Under(prefix string) []string
-}
+type scrapeSource = engine.Snapshot
 
 // fixedSnapshot answers every read of a scrape from its one view.
 type fixedSnapshot struct{ v engine.Snapshot }
 
-func (f fixedSnapshot) ReadSnapshot(context.Context, []string) (engine.Snapshot, error) {
+func (f fixedSnapshot) ReadSnapshot(context.Context, []string, []string) (engine.Snapshot, error) {
 	return f.v, nil
 }
 
@@ -358,4 +354,3 @@ func holdsUsage(view scrapeSource, node string, decs engine.Decoders) (holds, ok
 	}
 	return holds, true
 }
-

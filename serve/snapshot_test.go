@@ -305,3 +305,49 @@ func TestAScrapeRendersTheDecodedRecordsWithoutAStoreRead(t *testing.T) {
 		require.True(t, strings.Contains(body, line+"\n"), "rendered again after the write: %s", line)
 	}
 }
+
+// TestAPoolCapacityQueryThroughTheDaemonAnswersAsTheBinary: a capacity
+// query with a pool binding reads the pool records with the nodes, in one
+// snapshot of the cache, and answers what the binary answers reading etcd
+// itself, before and after the pool fills.
+func TestAPoolCapacityQueryThroughTheDaemonAnswersAsTheBinary(t *testing.T) {
+	c := newCluster(t, 4)
+	pooled := []string{"p1", "p2", "p3"}
+	for _, n := range pooled {
+		in := `{"nodename":"` + n + `","resource":{"storage":"1T","pools":["ceph-a:/mnt/ceph-a"]}}`
+		code, _, errb := c.served("storage", "add-node", in)
+		require.Equal(t, 0, code, errb)
+	}
+	var out, errb bytes.Buffer
+	code := cmd.MainWith(cmd.Options{Config: c.cfg}, "storage", []string{"pools", "set-capacity", "ceph-a", "250G", "--if-version", "0"}, strings.NewReader(""), &out, &errb)
+	require.Equal(t, 0, code, errb.String())
+	query := c.capacityRequest(t, append(pooled, c.names[0]))
+	query = strings.Replace(query, "AUTO:/data:rw:100G", "POOL@ceph-a:/data:rw:100G", 1)
+	compare := func(t *testing.T, want int) {
+		code, out, errb := c.cold("storage", "get-nodes-deploy-capacity", query)
+		scode, sout, serrb := c.served("storage", "get-nodes-deploy-capacity", query)
+		require.Equal(t, code, scode)
+		require.Equal(t, out, sout)
+		require.Equal(t, errb, serrb)
+		var answer struct {
+			Total int `json:"total"`
+		}
+		require.NoError(t, json.Unmarshal([]byte(sout), &answer), sout)
+		require.Equal(t, want, answer.Total, sout)
+	}
+	t.Run("an empty pool of 250 GiB holds two 100 GiB objects in all", func(t *testing.T) { compare(t, 2) })
+	t.Run("after one lands through the daemon, one more", func(t *testing.T) {
+		code, plan, errb := c.served("storage", "calculate-deploy", `{"nodename":"p1","deploy_count":1,"workload_resource_request":{"volumes":["POOL@ceph-a:/data:rw:100G"]}}`)
+		require.Equal(t, 0, code, errb)
+		var deploy struct {
+			Workloads []json.RawMessage `json:"workloads_resource"`
+		}
+		require.NoError(t, json.Unmarshal([]byte(plan), &deploy), plan)
+		require.Len(t, deploy.Workloads, 1)
+		in, err := json.Marshal(map[string]any{"nodename": "p1", "workloads_resource": deploy.Workloads, "delta": true, "incr": true})
+		require.NoError(t, err)
+		code, _, errb = c.served("storage", "set-node-resource-usage", string(in))
+		require.Equal(t, 0, code, errb)
+		compare(t, 1)
+	})
+}

@@ -424,11 +424,11 @@ func (v *View) Under(prefix string) []string {
 	return out
 }
 
-// ReadSnapshot reads keys as Read does (linearizable; from etcd, and then
+// ReadSnapshot reads keys and prefixes as Read does (linearizable; from etcd, and then
 // undecoded, when the cache cannot answer in time), as a View.
-func (c *Cache) ReadSnapshot(ctx context.Context, keys []string) (*View, error) {
+func (c *Cache) ReadSnapshot(ctx context.Context, keys, prefixes []string) (*View, error) {
 	if !c.linearizable(ctx) {
-		snap, err := c.readDirect(ctx, keys, nil)
+		snap, err := c.readDirect(ctx, keys, prefixes)
 		if err != nil {
 			return nil, err
 		}
@@ -438,7 +438,7 @@ func (c *Cache) ReadSnapshot(ctx context.Context, keys []string) (*View, error) 
 		}
 		return v, nil
 	}
-	return c.view(keys, nil), nil
+	return c.view(keys, prefixes), nil
 }
 
 // StaleView reads keys and every key under prefixes from memory as the
