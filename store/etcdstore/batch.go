@@ -2,14 +2,12 @@ package etcdstore
 
 import (
 	"context"
-	"math"
 	"strings"
 	"sync"
 	"sync/atomic"
 
 	pb "go.etcd.io/etcd/api/v3/etcdserverpb"
 	clientv3 "go.etcd.io/etcd/client/v3"
-	"google.golang.org/grpc"
 
 	"github.com/eru-extend/resources/store"
 )
@@ -30,10 +28,6 @@ const pageNames = 512
 // BenchmarkReadNodes: 3,000 point reads cost about what 12,000 keys read
 // as prefixes do).
 const pointCost = 4
-
-// readCallOpts are clientv3's default call options (wait for the
-// connection, no response size limit below gRPC's own).
-var readCallOpts = []grpc.CallOption{grpc.WaitForReady(true), grpc.MaxCallRecvMsgSize(math.MaxInt32)}
 
 // ReadNames implements store.NameReader. A read that fits one transaction
 // is Read. Otherwise the names are taken in key order, pageNames at a time,
@@ -56,11 +50,14 @@ func (s *Store) ReadNames(ctx context.Context, r store.NameRead, head func(*stor
 	}
 	kv := pb.NewKVClient(s.client.ActiveConnection())
 	txn := func(ctx context.Context, ops []*pb.RequestOp) (*pb.TxnResponse, error) {
-		cctx, cancel := s.bound(ctx)
-		defer cancel()
-		resp, err := kv.Txn(cctx, &pb.TxnRequest{Success: ops}, readCallOpts...)
+		// A page is pinned to the first transaction's revision: sending it
+		// twice, or again after an election, reads the same.
+		resp, err := hedged(s, ctx, func(ctx context.Context) (*pb.TxnResponse, error) {
+			resp, err := kv.Txn(ctx, &pb.TxnRequest{Success: ops}, txnCallOptions()...)
+			return resp, clientv3.ContextError(ctx, err)
+		})
 		if err != nil {
-			return nil, s.fail(clientv3.ContextError(cctx, err))
+			return nil, s.fail(err)
 		}
 		return resp, nil
 	}

@@ -209,14 +209,24 @@ func transient(err error) bool {
 // answers, while the others can. The first answer wins; a slow one is never
 // abandoned for a retry.
 func (s *Store) readTxn(ctx context.Context, ops []clientv3.Op) (*clientv3.TxnResponse, error) {
+	return hedged(s, ctx, func(ctx context.Context) (*clientv3.TxnResponse, error) {
+		return s.client.Txn(ctx).Then(ops...).Commit()
+	})
+}
+
+// hedged sends a read with do as readTxn describes: bounded by the call's
+// timeout, sent again beside a slow first one, retried after an election.
+// do must be safe to run more than once at the same time (a read).
+func hedged[T any](s *Store, ctx context.Context, do func(context.Context) (T, error)) (T, error) {
+	var none T
 	deadline, ok := ctx.Deadline()
 	if !ok || s.client.ActiveConnection().GetState() != connectivity.Ready {
 		cctx, cancel := s.bound(ctx)
 		defer cancel()
-		return s.client.Txn(cctx).Then(ops...).Commit()
+		return do(cctx)
 	}
 	type answer struct {
-		resp *clientv3.TxnResponse
+		resp T
 		err  error
 	}
 	const tries = 3 // sent beside one another
@@ -229,7 +239,7 @@ func (s *Store) readTxn(ctx context.Context, ops []clientv3.Op) (*clientv3.TxnRe
 	answers := make(chan answer, maxReadSends)
 	send := func() {
 		wg.Go(func() {
-			resp, err := s.client.Txn(hctx).Then(ops...).Commit()
+			resp, err := do(hctx)
 			answers <- answer{resp, err}
 		})
 	}
@@ -254,11 +264,11 @@ func (s *Store) readTxn(ctx context.Context, ops []clientv3.Op) (*clientv3.TxnRe
 			// An election or a lost connection: another try may find the
 			// new leader, while there is time for one.
 			if !transient(last) || sent >= maxReadSends || time.Until(deadline) < minReadTry {
-				return nil, last
+				return none, last
 			}
 			select {
 			case <-ctx.Done():
-				return nil, last
+				return none, last
 			case <-time.After(time.Duration(20+rand.N(30)) * time.Millisecond):
 			}
 			send()
