@@ -3,6 +3,10 @@ package etcdstore
 import (
 	"errors"
 	"fmt"
+	"strings"
+
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/status"
 
 	"go.etcd.io/etcd/api/v3/v3rpc/rpctypes"
 
@@ -35,6 +39,16 @@ func shapeOf(prefix string, conds []store.Cond, ops []store.Op) txnShape {
 	return sh
 }
 
+// tooLargeToSend reports whether the client's gRPC refused to send a
+// request above its size limit, so that nothing left the process: the
+// client sends at most 2 MiB (txnCallOptions), whatever etcd's
+// --max-request-bytes. (A server that could not send its answer says
+// "grpc: trying to send…" after applying the request: not this.)
+func tooLargeToSend(err error) bool {
+	st, ok := status.FromError(err)
+	return ok && st.Code() == codes.ResourceExhausted && strings.HasPrefix(st.Message(), "trying to send message larger than max")
+}
+
 // refusedSize classifies err when it is etcd refusing a transaction as too
 // large (--max-txn-ops, --max-request-bytes): nothing was applied. It
 // returns nil for any other error.
@@ -43,7 +57,7 @@ func refusedSize(endpoint string, err error, sh txnShape) error {
 	switch {
 	case errors.Is(err, rpctypes.ErrTooManyOps), errors.Is(err, rpctypes.ErrGRPCTooManyOps):
 		which = "more operations"
-	case errors.Is(err, rpctypes.ErrRequestTooLarge), errors.Is(err, rpctypes.ErrGRPCRequestTooLarge):
+	case errors.Is(err, rpctypes.ErrRequestTooLarge), errors.Is(err, rpctypes.ErrGRPCRequestTooLarge), tooLargeToSend(err):
 		which = "more bytes"
 	default:
 		return nil

@@ -245,7 +245,7 @@ func refused(err error) bool {
 		rpctypes.ErrDuplicateKey, rpctypes.ErrGRPCDuplicateKey,
 		rpctypes.ErrEmptyKey, rpctypes.ErrGRPCEmptyKey,
 		rpctypes.ErrTooManyRequests, rpctypes.ErrGRPCRequestTooManyRequests,
-	)
+	) || tooLargeToSend(err)
 }
 
 // minFenceTry is the least time one fencing transaction is given before
