@@ -37,3 +37,16 @@ func TestColdGCCollectsAtItsLimitUntilMuchIsLiveThenRunsAtGCPercent(t *testing.T
 	}, 5*time.Second, time.Millisecond, "a collection that finds more than half the limit alive lifts it and sets the ordinary target")
 	runtime.KeepAlive(held)
 }
+
+func TestColdGCLeavesAnOperatorsGOGCAndGOMEMLIMITAlone(t *testing.T) {
+	for _, env := range []string{"GOGC", "GOMEMLIMIT"} {
+		t.Run(env+" set keeps the process's collector as the runtime set it", func(t *testing.T) {
+			t.Setenv(env, "150")
+			defer debug.SetGCPercent(debug.SetGCPercent(123))
+			defer debug.SetMemoryLimit(debug.SetMemoryLimit(math.MaxInt64))
+			ColdGC()
+			require.Equal(t, 123, debug.SetGCPercent(123))
+			require.Equal(t, int64(math.MaxInt64), debug.SetMemoryLimit(-1))
+		})
+	}
+}

@@ -62,7 +62,9 @@ type Store struct {
 func QuietGRPC() { grpclog.SetLoggerV2(silentLogger{}) }
 
 // Open connects to etcd and waits until the connection is up or the dial
-// timeout has passed, so that a dead etcd fails fast with its address.
+// timeout has passed, so that a dead etcd fails fast with its address. It
+// leaves grpc's process-wide logger as it is: a process whose stderr is an
+// answer (a plugin) calls QuietGRPC first.
 func Open(ctx context.Context, cfg Config) (*Store, error) {
 	endpoint := strings.Join(cfg.Endpoints, ",")
 	switch {
