@@ -10,6 +10,7 @@ import (
 
 	"github.com/stretchr/testify/require"
 
+	"github.com/eru-extend/resources/engine"
 	"github.com/eru-extend/resources/store"
 	"github.com/eru-extend/resources/store/boltstore"
 	"github.com/eru-extend/resources/store/etcdstore"
@@ -65,9 +66,37 @@ func TestAManyNodeQueryReadInPagesAnswersAsOneRead(t *testing.T) {
 			require.Equal(t, want, got)
 		})
 	}
+	t.Run("a daemon whose cache cannot answer reads the store in pages instead", func(t *testing.T) {
+		for _, tc := range []struct {
+			name, verb string
+			req        *types.Request
+		}{
+			{"capacity", "get-nodes-deploy-capacity", &types.Request{Nodenames: asked, WorkloadResource: raw(t, map[string]any{"volumes": []string{"AUTO:/data:rw:100G", "POOL:/shared:rw:10G"}})}},
+			{"metrics", "get-metrics", &types.Request{Nodes: refs}},
+		} {
+			want, err := newEngine(bolt).Call(ctx, tc.verb, tc.req)
+			require.NoError(t, err)
+			behind := newEngine(etcd)
+			reader := &notCached{}
+			behind.Snapshots = reader
+			got, err := behind.Call(ctx, tc.verb, tc.req)
+			require.NoError(t, err, tc.name)
+			require.Equal(t, want, got, tc.name)
+			require.Equal(t, 1, reader.asked, "%s: the engine asked its snapshot reader once, then read the store", tc.name)
+		}
+	})
 	t.Run("the pools' room is dealt whole", func(t *testing.T) {
 		out, err := newEngine(etcd).Call(ctx, "get-nodes-deploy-capacity", &types.Request{Nodenames: asked, WorkloadResource: raw(t, map[string]any{"volumes": []string{"POOL:/shared:rw:10G"}})})
 		require.NoError(t, err)
 		require.Equal(t, 10*80, out.(types.DeployCapacity).Total)
 	})
+}
+
+// notCached is a daemon's cache that cannot answer now (its watch behind
+// etcd): every read is engine.ErrNotCached.
+type notCached struct{ asked int }
+
+func (n *notCached) ReadSnapshot(context.Context, []string, []string) (engine.Snapshot, error) {
+	n.asked++
+	return nil, engine.ErrNotCached
 }

@@ -2,6 +2,7 @@ package engine
 
 import (
 	"context"
+	"errors"
 	"maps"
 	"slices"
 	"strconv"
@@ -36,9 +37,14 @@ type Snapshot interface {
 // of the cache as it stands for a metrics scrape.
 type SnapshotReader interface {
 	// ReadSnapshot reads keys, and every key under prefixes, in one
-	// consistent snapshot.
+	// consistent snapshot; ErrNotCached when it cannot answer now (the
+	// engine then reads its store as it does without a SnapshotReader).
 	ReadSnapshot(ctx context.Context, keys, prefixes []string) (Snapshot, error)
 }
+
+// ErrNotCached is a SnapshotReader's answer when it cannot answer a read
+// now: the engine reads the store instead.
+var ErrNotCached = errors.New("engine: the snapshot reader cannot answer now")
 
 // DecodedRecord is a node record decoded ahead of the reads: the record as
 // the resource's Decode made it, and the usage the node registry counts.
@@ -200,10 +206,13 @@ type manyRead[N any] struct {
 // has one: then the nodes and the extras come in one snapshot and one
 // page.
 func (e *Engine[N, W]) readMany(ctx context.Context, names []string, all bool, extraKeys, extraPrefixes []string, head func(*store.Snapshot) error, page func(idx []int, r *manyRead[N]) error) error {
-	if e.Snapshots == nil {
+	fromStore := func() error {
 		return e.readNodes(ctx, names, all, extraKeys, extraPrefixes, head, func(idx []int, get func(string) ([]byte, bool)) error {
 			return page(idx, &manyRead[N]{get: get})
 		})
+	}
+	if e.Snapshots == nil {
+		return fromStore()
 	}
 	shared := append([]string(nil), e.Res.SharedKeys()...)
 	prefixes := []string{nodes.RecordPrefix(e.Res.Name())}
@@ -228,6 +237,9 @@ func (e *Engine[N, W]) readMany(ctx context.Context, names []string, all bool, e
 	// snapshot as the nodes, at their revision, as readNodes reads them.
 	keys = append(keys, extraKeys...)
 	snap, err := e.Snapshots.ReadSnapshot(ctx, keys, extraPrefixes)
+	if errors.Is(err, ErrNotCached) {
+		return fromStore()
+	}
 	if err != nil {
 		return err
 	}

@@ -296,6 +296,9 @@ type snapshots struct{ c *cache.Cache }
 
 func (s snapshots) ReadSnapshot(ctx context.Context, keys, prefixes []string) (engine.Snapshot, error) {
 	v, err := s.c.ReadSnapshot(ctx, keys, prefixes)
+	if errors.Is(err, cache.ErrNotCurrent) {
+		return nil, engine.ErrNotCached
+	}
 	if err != nil {
 		return nil, err
 	}

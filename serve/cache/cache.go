@@ -424,21 +424,30 @@ func (v *View) Under(prefix string) []string {
 	return out
 }
 
-// ReadSnapshot reads keys and prefixes as Read does (linearizable; from etcd, and then
-// undecoded, when the cache cannot answer in time), as a View.
+// ErrNotCurrent is ReadSnapshot's answer when the cache cannot answer a
+// linearizable read now (not synced, or its watch behind etcd): the caller
+// reads etcd itself, through the cache's ReadNames.
+var ErrNotCurrent = errors.New("cache: not current with etcd")
+
+// ReadSnapshot reads keys and prefixes as Read does, linearizable and
+// decoded, as a View; ErrNotCurrent when the watch cannot answer in time.
 func (c *Cache) ReadSnapshot(ctx context.Context, keys, prefixes []string) (*View, error) {
 	if !c.linearizable(ctx) {
-		snap, err := c.readDirect(ctx, keys, prefixes)
-		if err != nil {
-			return nil, err
-		}
-		v := &View{Revision: snap.Revision, items: make(map[string]*entry, len(snap.Items))}
-		for k, it := range snap.Items {
-			v.items[k] = &entry{value: it.Value, modRev: it.ModRevision}
-		}
-		return v, nil
+		return nil, ErrNotCurrent
 	}
 	return c.view(keys, prefixes), nil
+}
+
+var _ store.NameReader = (*Cache)(nil)
+
+// ReadNames implements store.NameReader for the reads ReadSnapshot could
+// not answer: straight from etcd, in pages when the store under the cache
+// reads in pages, so that a many-node read while etcd is in trouble holds a
+// page at a time as it does without a daemon.
+func (c *Cache) ReadNames(ctx context.Context, r store.NameRead, head func(*store.Snapshot) error, page func(*store.Snapshot, []int) error) error {
+	c.direct.Add(1)
+	c.etcdReads.Add(1)
+	return store.ReadNames(ctx, c.under, r, head, page)
 }
 
 // StaleView reads keys and every key under prefixes from memory as the
