@@ -166,9 +166,6 @@ func TestPoolRaceLargeUsageWrite(t *testing.T) {
 	})
 
 	t.Run("a usage write whose node record outgrows etcd's request size is refused naming the limit, and writes nothing", func(t *testing.T) {
-		if testing.Short() {
-			t.Skip("writes a 1.5 MB record")
-		}
 		// A node that already keeps 11,500 objects (1.5 MB of record, a
 		// long pool id making each object larger), written as the plugin
 		// would have stored them.
