@@ -68,7 +68,7 @@ var scenario = []step{
 // every call's stdout, stderr and exit status byte for byte; the daemon's
 // own count proves the calls went through it.
 func TestForwardedCallsAnswerTheBytesOfALocalCall(t *testing.T) {
-	testenv.BackendsInTurn(t, func(t *testing.T, served *testenv.Env) {
+	testenv.Backends(t, func(t *testing.T, served *testenv.Env) {
 		var plain *testenv.Env
 		if served.Kind == "etcd" {
 			plain = testenv.NewEtcd(t)
@@ -228,7 +228,7 @@ func TestTheForwarderKnowsEveryVerb(t *testing.T) {
 // run locally.
 func TestTheThinFrontAnswersLikeTheFullBinary(t *testing.T) {
 	front := thinFront(t)
-	testenv.BackendsInTurn(t, func(t *testing.T, plain *testenv.Env) {
+	testenv.Backends(t, func(t *testing.T, plain *testenv.Env) {
 		fresh := func() *testenv.Env {
 			if plain.Kind == "etcd" {
 				return testenv.NewEtcd(t)
@@ -259,7 +259,7 @@ func TestTheThinFrontAnswersLikeTheFullBinary(t *testing.T) {
 		for i, s := range scenario {
 			want := local(t, plain, s.bin, []byte(s.stdin), s.verb)
 			for _, env := range []*testenv.Env{served, declined, alone} {
-				got := execPath(t, env, front+"/"+s.bin, []byte(s.stdin), s.verb)
+				got := execPath(t, env, front+"/"+s.bin, []byte(s.stdin), []string{s.verb})
 				wantErr := strings.ReplaceAll(want.Stderr, plain.Dir, env.Dir)
 				wantErr = strings.ReplaceAll(wantErr, plain.Prefix, env.Prefix)
 				require.Equal(t, want.Code, got.Code, "step %d %s %s: local %s, front %s", i, s.bin, s.verb, describe(want), describe(got))
