@@ -273,6 +273,7 @@ func TestDeviceNamesAreCheckedPaths(t *testing.T) {
 }
 
 func TestPlacementVerbsStopAtTheirDeadline(t *testing.T) {
+	t.Parallel() // its calls run to their deadline: the wait overlaps the other tests
 	// 4,000 normal bindings of one byte and max_deploy_count 10,000: a
 	// search of 40 million placements, far past a one-second call budget.
 	bindings := make([]string, 4000)

@@ -180,6 +180,7 @@ func TestDrainAndRetire(t *testing.T) {
 }
 
 func TestIsolation(t *testing.T) {
+	t.Parallel() // it waits out a node's session: the wait overlaps the other tests
 	testenv.Backends(t, func(t *testing.T, env *testenv.Env) {
 		addNode(t, env, "n1", standardNode)
 		env.Call(t, "compute", "add-node", obj{"nodename": "n1", "resource": obj{"cpu": 8, "memory": "16G"}}, nil)
@@ -339,6 +340,7 @@ func TestHeartbeatObservations(t *testing.T) {
 
 // TestStatusPrecedence sets up one node per row of the status table.
 func TestStatusPrecedence(t *testing.T) {
+	t.Parallel() // it waits out a node's session: the wait overlaps the other tests
 	testenv.Backends(t, func(t *testing.T, env *testenv.Env) {
 		for _, n := range []string{"ready", "draining", "drained", "isolated", "lost", "revoked", "retired"} {
 			addNode(t, env, n, standardNode)

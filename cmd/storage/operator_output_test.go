@@ -255,6 +255,7 @@ func TestHeartbeatAgent(t *testing.T) {
 }
 
 func TestDrainWait(t *testing.T) {
+	t.Parallel() // it waits for a drain: the wait overlaps the other tests
 	testenv.Backends(t, func(t *testing.T, env *testenv.Env) {
 		usedNode(t, env, "n1")
 		a := startAgent(t, env, "nodes", "drain", "n1", "--wait", "--timeout", "1m")

@@ -42,6 +42,7 @@ func isolateAndComeBack(t *testing.T, env *testenv.Env, node string) {
 }
 
 func TestRollbackOfAnAbsorbedDecreaseRestoresTheLedger(t *testing.T) {
+	t.Parallel() // it waits out a node's session: the wait overlaps the other tests
 	testenv.Backends(t, func(t *testing.T, env *testenv.Env) {
 		addNode(t, env, "n1", obj{"volumes": []string{"/data0:100G"}, "storage": "100G"})
 		old := deploy(t, env, "n1", 2, obj{"volumes": []string{"AUTO:/d:rw:30G"}})
@@ -110,6 +111,7 @@ func TestRollbackWithoutALedgerAnswersThePlainShape(t *testing.T) {
 }
 
 func TestUndoOfARemoveNodeRestoresTheRegistration(t *testing.T) {
+	t.Parallel() // it waits out a node's session: the wait overlaps the other tests
 	// undoRemove is cobalt's RemoveNode: read, remove, then (another plugin
 	// having failed) set-node-resource-info with what it read.
 	removeAndUndo := func(t *testing.T, env *testenv.Env, node string) {

@@ -204,6 +204,7 @@ func TestRetiredTombstoneRefusesRecords(t *testing.T) {
 }
 
 func TestRetiredIsolatedNodeStillTakesDecreases(t *testing.T) {
+	t.Parallel() // it waits out a node's session: the wait overlaps the other tests
 	testenv.Backends(t, func(t *testing.T, env *testenv.Env) {
 		addNode(t, env, "n1", standardNode)
 		old := deploy(t, env, "n1", 1, obj{"volumes": []string{"AUTO:/d:rw:10G"}})
