@@ -68,6 +68,7 @@ var scenario = []step{
 // every call's stdout, stderr and exit status byte for byte; the daemon's
 // own count proves the calls went through it.
 func TestForwardedCallsAnswerTheBytesOfALocalCall(t *testing.T) {
+	t.Parallel() // short waits on its own fresh stores: runs beside the tests that wait on etcd
 	testenv.Backends(t, func(t *testing.T, served *testenv.Env) {
 		var plain *testenv.Env
 		if served.Kind == "etcd" {
@@ -227,6 +228,7 @@ func TestTheForwarderKnowsEveryVerb(t *testing.T) {
 // and with no daemon at all — and compares each call with the full binary
 // run locally.
 func TestTheThinFrontAnswersLikeTheFullBinary(t *testing.T) {
+	t.Parallel() // short waits on its own fresh stores: runs beside the tests that wait on etcd
 	front := thinFront(t)
 	testenv.Backends(t, func(t *testing.T, plain *testenv.Env) {
 		fresh := func() *testenv.Env {

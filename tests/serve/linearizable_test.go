@@ -276,6 +276,10 @@ func TestTheWatchSurvivesAnEtcdRestart(t *testing.T) {
 		cfg.ListenClientUrls, cfg.AdvertiseClientUrls = []url.URL{*c}, []url.URL{*c}
 		cfg.ListenPeerUrls, cfg.AdvertisePeerUrls = []url.URL{*p}, []url.URL{*p}
 		cfg.InitialCluster = cfg.Name + "=" + p.String()
+		// A lone member elects itself, so short raft ticks cost nothing;
+		// they shorten the wait of a stop for the daemon's open watch
+		// (the request timeout: 5 s and two election timeouts).
+		cfg.TickMs, cfg.ElectionMs = 10, 100
 	}
 	server, err := storetest.StartEtcd(dir, tune)
 	require.NoError(t, err)
