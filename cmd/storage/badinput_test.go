@@ -12,6 +12,7 @@ import (
 // TestBadInputIsRefusedAndWritesNothing: every malformed request is one line
 // naming what is wrong, exit 128, and the store exactly as it was.
 func TestBadInputIsRefusedAndWritesNothing(t *testing.T) {
+	t.Parallel()
 	deployReq := func(volumes ...string) obj {
 		return obj{"nodename": "n1", "deploy_count": 1, "workload_resource_request": obj{"volumes": volumes}}
 	}
@@ -78,6 +79,7 @@ func TestBadInputIsRefusedAndWritesNothing(t *testing.T) {
 }
 
 func TestUncoveredMountWithIOQuotaIsAClearError(t *testing.T) {
+	t.Parallel()
 	env := testenv.NewEmbedded(t)
 	addNode(t, env, "n1", obj{"volumes": []string{"/data0:1T"}, "disks": []string{"/dev/vdb:/data:100:100:0:0"}})
 	before := env.Dump(t)
@@ -91,6 +93,7 @@ func TestUncoveredMountWithIOQuotaIsAClearError(t *testing.T) {
 }
 
 func TestUsageErrorsOfTheCommandLine(t *testing.T) {
+	t.Parallel()
 	env := testenv.NewEmbedded(t)
 	cases := []struct {
 		name string
@@ -114,6 +117,7 @@ func TestUsageErrorsOfTheCommandLine(t *testing.T) {
 }
 
 func TestMalformedConfigNamesTheFileAndKey(t *testing.T) {
+	t.Parallel()
 	env := testenv.NewEmbedded(t, testenv.WithConfig("etcd:\n  dial_timeout: soon"))
 	line := env.Fail(t, "storage", "get-node-resource-info", obj{"nodename": "n1"})
 	require.Contains(t, line, "invalid_argument: config "+env.Dir+"/storage.yaml: etcd.dial_timeout: \"soon\" is not a positive duration")

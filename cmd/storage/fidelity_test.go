@@ -26,6 +26,7 @@ func storeUnchanged(t *testing.T, env *testenv.Env, f func()) {
 }
 
 func TestConversionOpensTheDeviceThatHoldsTheNormalBinding(t *testing.T) {
+	t.Parallel()
 	testenv.Backends(t, func(t *testing.T, env *testenv.Env) {
 		addNode(t, env, "n1", obj{"volumes": []string{"/d0:10G", "/d1:100G"}, "storage": "1T"})
 		req := obj{"volumes": []string{"AUTO:/n:rw:50G", "AUTO:/m:mrw:5G"}}
@@ -40,6 +41,7 @@ func TestConversionOpensTheDeviceThatHoldsTheNormalBinding(t *testing.T) {
 }
 
 func TestADeviceHostingAnUnlimitedBindingIsNotGivenToAMonopolyGroup(t *testing.T) {
+	t.Parallel()
 	testenv.Backends(t, func(t *testing.T, env *testenv.Env) {
 		addNode(t, env, "n1", obj{"volumes": []string{"/data0:1T", "/data1:1T"}, "storage": "1T"})
 		d := deploy(t, env, "n1", 1, obj{"volumes": []string{"AUTO:/u:rw:0"}})
@@ -76,6 +78,7 @@ func TestADeviceHostingAnUnlimitedBindingIsNotGivenToAMonopolyGroup(t *testing.T
 }
 
 func TestGrowingABindingOnTheWorkloadsMonopolyDeviceReSplitsIt(t *testing.T) {
+	t.Parallel()
 	testenv.Backends(t, func(t *testing.T, env *testenv.Env) {
 		addNode(t, env, "n1", obj{"volumes": []string{"/data0:100G"}, "storage": "1T"})
 		d := deploy(t, env, "n1", 1, obj{"volumes": []string{"AUTO:/m:mrw:10G", "AUTO:/u:rw:0"}})
@@ -100,6 +103,7 @@ func TestGrowingABindingOnTheWorkloadsMonopolyDeviceReSplitsIt(t *testing.T) {
 }
 
 func TestVolumeChangedIsTrueOnlyWhenAVolumeIsAddedRemovedOrMoved(t *testing.T) {
+	t.Parallel()
 	testenv.Backends(t, func(t *testing.T, env *testenv.Env) {
 		addNode(t, env, "n1", standardNode)
 		d := deploy(t, env, "n1", 1, obj{"volumes": []string{"AUTO:/data:rw:100G", "/var/log:/log:rw:0:10:10:0:0"}})
@@ -127,6 +131,7 @@ func TestVolumeChangedIsTrueOnlyWhenAVolumeIsAddedRemovedOrMoved(t *testing.T) {
 }
 
 func TestNodeSetDeltaWithNegativeValuesShrinksTheNode(t *testing.T) {
+	t.Parallel()
 	testenv.Backends(t, func(t *testing.T, env *testenv.Env) {
 		addNode(t, env, "n1", obj{
 			"volumes": []string{"/data0:1T", "/data1:1T"},
@@ -185,6 +190,7 @@ func TestNodeSetDeltaWithNegativeValuesShrinksTheNode(t *testing.T) {
 }
 
 func TestADeltaTakingADisksQuotasToZeroKeepsTheDisk(t *testing.T) {
+	t.Parallel()
 	testenv.Backends(t, func(t *testing.T, env *testenv.Env) {
 		addNode(t, env, "n1", obj{
 			"volumes": []string{"/data0:1T"},
@@ -211,6 +217,7 @@ func TestADeltaTakingADisksQuotasToZeroKeepsTheDisk(t *testing.T) {
 }
 
 func TestWorkloadSumsThatWouldWrapAreRefused(t *testing.T) {
+	t.Parallel()
 	testenv.Backends(t, func(t *testing.T, env *testenv.Env) {
 		addNode(t, env, "n1", obj{"volumes": []string{"/data0:1T"}, "disks": []string{"/dev/vda:/:1000:1000:0:0"}, "storage": "1T"})
 		// 2,048 workloads of 2^53 read IOPS and one of 5: 2^64 + 5, which
@@ -237,6 +244,7 @@ func TestWorkloadSumsThatWouldWrapAreRefused(t *testing.T) {
 }
 
 func TestDeviceNamesAreCheckedPaths(t *testing.T) {
+	t.Parallel()
 	testenv.Backends(t, func(t *testing.T, env *testenv.Env) {
 		addNode(t, env, "n1", standardNode)
 		for _, c := range []struct {
@@ -273,6 +281,7 @@ func TestDeviceNamesAreCheckedPaths(t *testing.T) {
 }
 
 func TestPlacementVerbsStopAtTheirDeadline(t *testing.T) {
+	t.Parallel()
 	// 4,000 normal bindings of one byte and max_deploy_count 10,000: a
 	// search of 40 million placements, far past a one-second call budget.
 	bindings := make([]string, 4000)
@@ -294,6 +303,7 @@ func TestPlacementVerbsStopAtTheirDeadline(t *testing.T) {
 }
 
 func TestRefusalsNameWhatStoppedThem(t *testing.T) {
+	t.Parallel()
 	testenv.Backends(t, func(t *testing.T, env *testenv.Env) {
 		// a 50 GiB volume and a budget that makes 1.5 TiB in all
 		addNode(t, env, "n1", obj{"volumes": []string{"/data0:50G"}, "storage": 1649267441664 - 53687091200})

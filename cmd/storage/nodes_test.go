@@ -115,6 +115,7 @@ func placeable(t *testing.T, env *testenv.Env, node string) bool {
 var smallReq = obj{"volumes": []string{"AUTO:/d:rw:1G"}}
 
 func TestDrainAndRetire(t *testing.T) {
+	t.Parallel()
 	testenv.Backends(t, func(t *testing.T, env *testenv.Env) {
 		addNode(t, env, "n1", standardNode)
 		d := deploy(t, env, "n1", 2, smallReq)
@@ -180,6 +181,7 @@ func TestDrainAndRetire(t *testing.T) {
 }
 
 func TestIsolation(t *testing.T) {
+	t.Parallel()
 	testenv.Backends(t, func(t *testing.T, env *testenv.Env) {
 		addNode(t, env, "n1", standardNode)
 		env.Call(t, "compute", "add-node", obj{"nodename": "n1", "resource": obj{"cpu": 8, "memory": "16G"}}, nil)
@@ -284,6 +286,7 @@ func TestIsolation(t *testing.T) {
 }
 
 func TestHeartbeatObservations(t *testing.T) {
+	t.Parallel()
 	testenv.Backends(t, func(t *testing.T, env *testenv.Env) {
 		addNode(t, env, "n1", standardNode)
 		t.Run("a heartbeat reports what the host measures", func(t *testing.T) {
@@ -339,6 +342,7 @@ func TestHeartbeatObservations(t *testing.T) {
 
 // TestStatusPrecedence sets up one node per row of the status table.
 func TestStatusPrecedence(t *testing.T) {
+	t.Parallel()
 	testenv.Backends(t, func(t *testing.T, env *testenv.Env) {
 		for _, n := range []string{"ready", "draining", "drained", "isolated", "lost", "revoked", "retired"} {
 			addNode(t, env, n, standardNode)
@@ -387,6 +391,7 @@ func TestStatusPrecedence(t *testing.T) {
 }
 
 func TestSyncingNodesWaitForTheirFirstHeartbeat(t *testing.T) {
+	t.Parallel()
 	testenv.Backends(t, func(t *testing.T, env *testenv.Env) {
 		addNode(t, env, "n1", standardNode)
 		require.Equal(t, "SYNCING", nodeGet(t, env, "n1").Status)
@@ -398,6 +403,7 @@ func TestSyncingNodesWaitForTheirFirstHeartbeat(t *testing.T) {
 }
 
 func TestOperatorCommandConventions(t *testing.T) {
+	t.Parallel()
 	testenv.Backends(t, func(t *testing.T, env *testenv.Env) {
 		addNode(t, env, "n1", standardNode)
 		t.Run("a replay with the same command id answers the first answer and writes nothing", func(t *testing.T) {
@@ -481,6 +487,7 @@ func TestOperatorCommandConventions(t *testing.T) {
 }
 
 func TestNodesGetPrintsTheRecord(t *testing.T) {
+	t.Parallel()
 	env := testenv.NewEmbedded(t)
 	addNode(t, env, "n1", standardNode)
 	env.Call(t, "compute", "add-node", obj{"nodename": "n1", "resource": obj{"cpu": 4, "memory": "8G"}}, nil)
@@ -507,6 +514,7 @@ func TestNodesGetPrintsTheRecord(t *testing.T) {
 // TestDrainRacingUsageWrites: operator commands and usage writes on the same
 // node from many processes lose nothing.
 func TestDrainRacingUsageWrites(t *testing.T) {
+	t.Parallel()
 	testenv.Backends(t, func(t *testing.T, env *testenv.Env) {
 		addNode(t, env, "n1", standardNode)
 		const writers, each = 4, 10

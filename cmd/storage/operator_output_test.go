@@ -32,6 +32,7 @@ func release(t *testing.T, env *testenv.Env, node string) {
 }
 
 func TestOperatorOutputFormats(t *testing.T) {
+	t.Parallel()
 	testenv.Backends(t, func(t *testing.T, env *testenv.Env) {
 		usedNode(t, env, "n1")
 		t.Run("an empty list says so in a table", func(t *testing.T) {
@@ -76,6 +77,7 @@ func TestOperatorOutputFormats(t *testing.T) {
 }
 
 func TestVersion(t *testing.T) {
+	t.Parallel()
 	env := testenv.NewEmbedded(t)
 	for _, bin := range []string{"storage", "compute"} {
 		for _, flag := range []string{"--version", "-v"} {
@@ -88,6 +90,7 @@ func TestVersion(t *testing.T) {
 }
 
 func TestHeartbeatFlags(t *testing.T) {
+	t.Parallel()
 	testenv.Backends(t, func(t *testing.T, env *testenv.Env) {
 		addNode(t, env, "n1", standardNode)
 		proc := procRoot(t, "boot-1", 4<<20)
@@ -217,6 +220,7 @@ func (a *agent) stderr() string {
 }
 
 func TestHeartbeatAgent(t *testing.T) {
+	t.Parallel()
 	testenv.Backends(t, func(t *testing.T, env *testenv.Env) {
 		addNode(t, env, "n1", standardNode)
 		proc := procRoot(t, "boot-1", 4<<20)
@@ -255,6 +259,7 @@ func TestHeartbeatAgent(t *testing.T) {
 }
 
 func TestDrainWait(t *testing.T) {
+	t.Parallel()
 	testenv.Backends(t, func(t *testing.T, env *testenv.Env) {
 		usedNode(t, env, "n1")
 		a := startAgent(t, env, "nodes", "drain", "n1", "--wait", "--timeout", "1m")
@@ -283,6 +288,7 @@ func TestDrainWait(t *testing.T) {
 }
 
 func TestDryRuns(t *testing.T) {
+	t.Parallel()
 	testenv.Backends(t, func(t *testing.T, env *testenv.Env) {
 		usedNode(t, env, "n1")
 		t.Run("isolate --dry-run answers what would be released and writes nothing", func(t *testing.T) {
@@ -318,6 +324,7 @@ func TestDryRuns(t *testing.T) {
 }
 
 func TestOperatorActionsAreLogged(t *testing.T) {
+	t.Parallel()
 	testenv.Backends(t, func(t *testing.T, env *testenv.Env) {
 		usedNode(t, env, "n1")
 		logFile := filepath.Join(t.TempDir(), "plugin.log")
@@ -368,6 +375,7 @@ func TestOperatorActionsAreLogged(t *testing.T) {
 }
 
 func TestHelpShowsRealDefaults(t *testing.T) {
+	t.Parallel()
 	env := testenv.NewEmbedded(t)
 	res := env.Op(t, "storage", "nodes", "heartbeat", "--help")
 	require.Equal(t, 0, res.Code, res.Stderr)

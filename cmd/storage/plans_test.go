@@ -14,6 +14,7 @@ import (
 // BPS, and a 4 TiB storage total.
 
 func TestCalculateDeployPlans(t *testing.T) {
+	t.Parallel()
 	vdaZero := disk{Device: "/dev/vda", Mounts: []string{"/", "/data0"}}
 	testenv.Backends(t, func(t *testing.T, env *testenv.Env) {
 		t.Run("normal bindings open the smallest unused device and pack it", func(t *testing.T) {
@@ -128,6 +129,7 @@ func TestCalculateDeployPlans(t *testing.T) {
 }
 
 func TestGetNodesDeployCapacity(t *testing.T) {
+	t.Parallel()
 	testenv.Backends(t, func(t *testing.T, env *testenv.Env) {
 		addNode(t, env, "n1", standardNode)
 		addNode(t, env, "small", obj{"volumes": []string{"/data0:150G"}, "storage": "0"})
@@ -170,6 +172,7 @@ func TestGetNodesDeployCapacity(t *testing.T) {
 }
 
 func TestCalculateRealloc(t *testing.T) {
+	t.Parallel()
 	testenv.Backends(t, func(t *testing.T, env *testenv.Env) {
 		addNode(t, env, "n1", standardNode)
 		d := deploy(t, env, "n1", 1, obj{"volumes": []string{"AUTO:/data:rw:100G"}})
@@ -238,6 +241,7 @@ func TestCalculateRealloc(t *testing.T) {
 }
 
 func TestReallocKeepsAMonopolyGroupWhole(t *testing.T) {
+	t.Parallel()
 	testenv.Backends(t, func(t *testing.T, env *testenv.Env) {
 		addNode(t, env, "n1", standardNode)
 		d := deploy(t, env, "n1", 1, obj{"volumes": []string{"AUTO:/a:mrw:100G", "AUTO:/b:mrw:200G"}})

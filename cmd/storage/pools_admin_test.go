@@ -35,6 +35,7 @@ func poolGet(t *testing.T, env *testenv.Env, id string) poolView {
 }
 
 func TestPoolCommands(t *testing.T) {
+	t.Parallel()
 	testenv.Backends(t, func(t *testing.T, env *testenv.Env) {
 		addNode(t, env, "n1", obj{"storage": "1T", "pools": []string{"ceph-a:/mnt/ceph-a"}})
 		addNode(t, env, "n2", obj{"storage": "1T", "pools": []string{"ceph-a:/srv/ceph", "nfs1:/mnt/nfs1"}, "default-pool": "nfs1"})

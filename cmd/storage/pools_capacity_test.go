@@ -9,6 +9,7 @@ import (
 )
 
 func TestPoolDeployCapacity(t *testing.T) {
+	t.Parallel()
 	testenv.Backends(t, func(t *testing.T, env *testenv.Env) {
 		for _, n := range []string{"n1", "n2", "n3"} {
 			addNode(t, env, n, obj{"storage": "1T", "pools": []string{"ceph-a:/mnt/ceph-a"}})

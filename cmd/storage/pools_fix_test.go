@@ -13,6 +13,7 @@ import (
 // half-failed deploy) is a diff, and fix-node-resource releases it, moving
 // the pool's counter by exactly its bytes.
 func TestPoolDiffsAndFix(t *testing.T) {
+	t.Parallel()
 	testenv.Backends(t, func(t *testing.T, env *testenv.Env) {
 		addNode(t, env, "n1", obj{"storage": "1T", "pools": []string{"ceph-a:/mnt/ceph-a"}})
 		addNode(t, env, "n2", obj{"storage": "1T", "pools": []string{"ceph-a:/mnt/ceph-a"}})

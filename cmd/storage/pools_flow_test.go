@@ -61,6 +61,7 @@ func noDrift(t *testing.T, env *testenv.Env) {
 var objectID = regexp.MustCompile(`^v-[0-9a-f]{16}$`)
 
 func TestPoolWorkedFlow(t *testing.T) {
+	t.Parallel()
 	testenv.Backends(t, func(t *testing.T, env *testenv.Env) {
 		addNode(t, env, "n1", obj{"storage": "1T", "pools": []string{"ceph-a:/mnt/ceph-a"}})
 		addNode(t, env, "n2", obj{"storage": "1T", "pools": []string{"ceph-a:/srv/ceph"}})

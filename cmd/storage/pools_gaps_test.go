@@ -17,6 +17,7 @@ import (
 // other nodes get those slots, and a heartbeat that finds the path again
 // gives the node its share back.
 func TestPoolCapacityLeavesOutFailingAttachments(t *testing.T) {
+	t.Parallel()
 	testenv.Backends(t, func(t *testing.T, env *testenv.Env) {
 		mnt := filepath.Join(t.TempDir(), "ceph-a")
 		require.NoError(t, os.Mkdir(mnt, 0o755))
@@ -58,6 +59,7 @@ func TestPoolCapacityLeavesOutFailingAttachments(t *testing.T) {
 // goes back to the donor's record, unheld, and the retried deploy attaches
 // it again.
 func TestPoolRollbackOfAnAttach(t *testing.T) {
+	t.Parallel()
 	testenv.Backends(t, func(t *testing.T, env *testenv.Env) {
 		for _, n := range []string{"n1", "n2"} {
 			addNode(t, env, n, obj{"storage": "1T", "pools": []string{"ceph-a:/mnt/ceph-a"}})
@@ -99,6 +101,7 @@ func TestPoolRollbackOfAnAttach(t *testing.T) {
 // n2's workload holds it, never in two records, never reserved twice.
 // Were the object unheld there, the restore would take it back.
 func TestPoolRestoreChecksOtherHolders(t *testing.T) {
+	t.Parallel()
 	testenv.Backends(t, func(t *testing.T, env *testenv.Env) {
 		for _, n := range []string{"n1", "n2", "n3"} {
 			addNode(t, env, n, obj{"storage": "1T", "pools": []string{"ceph-a:/mnt/ceph-a"}})

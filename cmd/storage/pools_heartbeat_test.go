@@ -14,6 +14,7 @@ import (
 // failing one makes the attachment unavailable, and no new object goes
 // through it.
 func TestPoolPathChecks(t *testing.T) {
+	t.Parallel()
 	testenv.Backends(t, func(t *testing.T, env *testenv.Env) {
 		mnt := filepath.Join(t.TempDir(), "ceph-a")
 		require.NoError(t, os.Mkdir(mnt, 0o755))

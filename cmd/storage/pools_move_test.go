@@ -16,6 +16,7 @@ import (
 // TestPoolMove: an object moves between two pool paths on a node that
 // reaches both, with its data; the source copy goes once the move settled.
 func TestPoolMove(t *testing.T) {
+	t.Parallel()
 	testenv.Backends(t, func(t *testing.T, env *testenv.Env) {
 		a, b := t.TempDir(), t.TempDir()
 		addNode(t, env, "n1", obj{"storage": "1T", "pools": []string{"ceph-a:" + a, "nfs1:" + b}, "default-pool": "ceph-a"})
@@ -71,6 +72,7 @@ func TestPoolMove(t *testing.T) {
 // reserved in both pools; --abort releases the target and keeps the
 // source; the same move then runs to the end.
 func TestPoolMoveInterrupted(t *testing.T) {
+	t.Parallel()
 	testenv.Backends(t, func(t *testing.T, env *testenv.Env) {
 		a, b := t.TempDir(), t.TempDir()
 		addNode(t, env, "n1", obj{"storage": "1T", "pools": []string{"ceph-a:" + a, "nfs1:" + b}, "default-pool": "ceph-a"})
@@ -121,6 +123,7 @@ func TestPoolMoveInterrupted(t *testing.T) {
 // TestPoolCleanup: a copy a crash left behind (a cleanup entry) is removed
 // by `pools cleanup` on a node that declares the pool.
 func TestPoolCleanup(t *testing.T) {
+	t.Parallel()
 	testenv.Backends(t, func(t *testing.T, env *testenv.Env) {
 		a := t.TempDir()
 		addNode(t, env, "n1", obj{"storage": "1T", "pools": []string{"ceph-a:" + a}})
@@ -152,6 +155,7 @@ func TestPoolCleanup(t *testing.T) {
 // copied), while stdout stays the one JSON answer; without the flag and
 // off a terminal it prints nothing there.
 func TestPoolMoveProgress(t *testing.T) {
+	t.Parallel()
 	testenv.Backends(t, func(t *testing.T, env *testenv.Env) {
 		a, b := t.TempDir(), t.TempDir()
 		addNode(t, env, "n1", obj{"storage": "1T", "pools": []string{"ceph-a:" + a, "nfs1:" + b}, "default-pool": "ceph-a"})

@@ -19,6 +19,7 @@ import (
 // are refused. Exactly 10 objects land, the pool reserves their sum, and
 // `pools check` finds no drift.
 func TestPoolRaceManyDeploys(t *testing.T) {
+	t.Parallel()
 	run := func(t *testing.T, env *testenv.Env, procs int) {
 		nodes := []string{"n1", "n2", "n3", "n4"}
 		for _, n := range nodes {

@@ -83,6 +83,7 @@ func (r *racer) killedWhen(path string, limit time.Duration, args ...string) boo
 // with its data in the target and nothing left of the source once
 // `pools cleanup` ran.
 func TestPoolRaceKilledProcesses(t *testing.T) {
+	t.Parallel()
 	run := func(t *testing.T, env *testenv.Env) {
 		dirA, dirB := t.TempDir(), t.TempDir()
 		for _, n := range []string{"n1", "n2"} {

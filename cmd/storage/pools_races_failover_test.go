@@ -36,6 +36,7 @@ func placed(t *testing.T, env *testenv.Env, node string, count int, size string)
 // Either an object landed and reads LOST, or its placement was refused;
 // a declaration that loses to the new member is refused naming it.
 func TestPoolRaceDeclareLost(t *testing.T) {
+	t.Parallel()
 	run := func(t *testing.T, env *testenv.Env) {
 		members := []string{"n1", "n2", "n3"}
 		for _, n := range members {
@@ -142,6 +143,7 @@ func TestPoolRaceDeclareLost(t *testing.T) {
 // releases an attached object a second time; the isolated node's increase
 // is refused.
 func TestPoolRaceIsolation(t *testing.T) {
+	t.Parallel()
 	run := func(t *testing.T, env *testenv.Env) {
 		for _, n := range []string{"n1", "n2", "n3"} {
 			addNode(t, env, n, obj{"storage": "1T", "pools": []string{"ceph-a:/mnt/ceph-a"}})
@@ -206,6 +208,7 @@ func TestPoolRaceIsolation(t *testing.T) {
 // refused while n1 keeps an object; at the end n1 is gone, the pool's
 // members are n2 alone, and the counters are the two attached objects.
 func TestPoolRaceRetireAndRemove(t *testing.T) {
+	t.Parallel()
 	run := func(t *testing.T, env *testenv.Env) {
 		for _, n := range []string{"n1", "n2"} {
 			addNode(t, env, n, obj{"storage": "1T", "pools": []string{"ceph-a:/mnt/ceph-a"}})

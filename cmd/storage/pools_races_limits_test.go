@@ -94,6 +94,7 @@ func written(t *testing.T, env *testenv.Env, oneKey string) (map[string]int, int
 // proxy) stay under the request limit. Above the limits the write is
 // refused with a clear error naming the limit, and nothing is written.
 func TestPoolRaceLargeUsageWrite(t *testing.T) {
+	t.Parallel()
 	shared := testenv.SharedEtcd(t)
 	proxy := newCountingProxy(t, shared.Endpoint)
 	// Writes of records near etcd's size limit take a while on a loaded

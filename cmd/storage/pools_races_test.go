@@ -39,6 +39,7 @@ func fourNodes(t *testing.T, env *testenv.Env, capacity string) []string {
 // the new capacity if it reserved less. Then, over capacity, shrinks all
 // pass and growths are all refused.
 func TestPoolRaceCapacityLowered(t *testing.T) {
+	t.Parallel()
 	run := func(t *testing.T, env *testenv.Env) {
 		names := fourNodes(t, env, "100G")
 		request := obj{"volumes": []string{"POOL@ceph-a:/data:rw:10G"}}
@@ -114,6 +115,7 @@ func TestPoolRaceCapacityLowered(t *testing.T) {
 // and all print the same answer; a replay prints the first answer and
 // writes nothing, and the same id with other arguments is already_exists.
 func TestPoolRaceCapacityVersions(t *testing.T) {
+	t.Parallel()
 	run := func(t *testing.T, env *testenv.Env) {
 		fourNodes(t, env, "100G")
 		n := sizes(6, 3)
@@ -200,6 +202,7 @@ func TestPoolRaceCapacityVersions(t *testing.T) {
 // nothing, n2 and n3 with every object they placed, and the pool reserves
 // exactly their sum.
 func TestPoolRaceRollbackBesideAPlacement(t *testing.T) {
+	t.Parallel()
 	run := func(t *testing.T, env *testenv.Env) {
 		rounds := sizes(5, 2)
 		fourNodes(t, env, "1T")
@@ -254,6 +257,7 @@ func TestPoolRaceRollbackBesideAPlacement(t *testing.T) {
 // orphans are n1's diffs; fix on both nodes at once releases them, and the
 // counters are exactly the complete pairs.
 func TestPoolRaceHalfFailedDeploys(t *testing.T) {
+	t.Parallel()
 	run := func(t *testing.T, env *testenv.Env) {
 		fourNodes(t, env, "50G")
 		request := obj{"volumes": []string{"POOL@ceph-a:/data:rw:10G"}}
@@ -326,6 +330,7 @@ func TestPoolRaceHalfFailedDeploys(t *testing.T) {
 // needs both; once the placements end, the answers are exactly the slots
 // left, dealt round-robin by name.
 func TestPoolRaceApportioning(t *testing.T) {
+	t.Parallel()
 	run := func(t *testing.T, env *testenv.Env) {
 		reach := map[string][]string{
 			"n1": {"ceph-a:/mnt/ceph-a", "nfs1:/mnt/nfs1"},
@@ -408,6 +413,7 @@ func TestPoolRaceApportioning(t *testing.T) {
 // then lowered below the reservation, shrinks all pass while growths
 // racing them are all refused.
 func TestPoolRaceRealloc(t *testing.T) {
+	t.Parallel()
 	run := func(t *testing.T, env *testenv.Env) {
 		n := sizes(6, 5)
 		fourNodes(t, env, fmt.Sprintf("%dG", 10*n+40))

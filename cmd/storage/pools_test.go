@@ -34,6 +34,7 @@ func storedPools(t *testing.T, env *testenv.Env, node string) poolCapacity {
 }
 
 func TestPoolDeclarations(t *testing.T) {
+	t.Parallel()
 	testenv.Backends(t, func(t *testing.T, env *testenv.Env) {
 		t.Run("the first declaration creates the pool record without capacity, in the add-node", func(t *testing.T) {
 			addNode(t, env, "n1", obj{"storage": "1T", "pools": []string{"ceph-a:/mnt/ceph-a", "nfs1:/mnt/nfs1"}, "default-pool": "ceph-a"})

@@ -42,6 +42,7 @@ func isolateAndComeBack(t *testing.T, env *testenv.Env, node string) {
 }
 
 func TestRollbackOfAnAbsorbedDecreaseRestoresTheLedger(t *testing.T) {
+	t.Parallel()
 	testenv.Backends(t, func(t *testing.T, env *testenv.Env) {
 		addNode(t, env, "n1", obj{"volumes": []string{"/data0:100G"}, "storage": "100G"})
 		old := deploy(t, env, "n1", 2, obj{"volumes": []string{"AUTO:/d:rw:30G"}})
@@ -87,6 +88,7 @@ func TestRollbackOfAnAbsorbedDecreaseRestoresTheLedger(t *testing.T) {
 }
 
 func TestRollbackWithoutALedgerAnswersThePlainShape(t *testing.T) {
+	t.Parallel()
 	testenv.Backends(t, func(t *testing.T, env *testenv.Env) {
 		addNode(t, env, "n1", standardNode)
 		t.Run("a usage write on a node with no ledger answers the usage alone, and its rollback is exact", func(t *testing.T) {
@@ -110,6 +112,7 @@ func TestRollbackWithoutALedgerAnswersThePlainShape(t *testing.T) {
 }
 
 func TestUndoOfARemoveNodeRestoresTheRegistration(t *testing.T) {
+	t.Parallel()
 	// undoRemove is cobalt's RemoveNode: read, remove, then (another plugin
 	// having failed) set-node-resource-info with what it read.
 	removeAndUndo := func(t *testing.T, env *testenv.Env, node string) {

@@ -44,6 +44,7 @@ func logLines(t *testing.T, env *testenv.Env) []map[string]any {
 }
 
 func TestSchedulable(t *testing.T) {
+	t.Parallel()
 	testenv.Backends(t, func(t *testing.T, env *testenv.Env) {
 		addNode(t, env, "ok", standardNode)
 		addNode(t, env, "clock", standardNode)
@@ -136,6 +137,7 @@ func TestSchedulable(t *testing.T) {
 }
 
 func TestCapacityQueryLogsEachNodeLeftOut(t *testing.T) {
+	t.Parallel()
 	testenv.Backends(t, func(t *testing.T, env *testenv.Env) {
 		addNode(t, env, "ok", standardNode)
 		addNode(t, env, "drained", standardNode)
@@ -166,6 +168,7 @@ func keysOf[V any](m map[string]V) []string {
 }
 
 func TestRetiredTombstoneRefusesRecords(t *testing.T) {
+	t.Parallel()
 	testenv.Backends(t, func(t *testing.T, env *testenv.Env) {
 		addNode(t, env, "n1", standardNode)
 		nodeOp(t, env, "drain", "n1")
@@ -204,6 +207,7 @@ func TestRetiredTombstoneRefusesRecords(t *testing.T) {
 }
 
 func TestRetiredIsolatedNodeStillTakesDecreases(t *testing.T) {
+	t.Parallel()
 	testenv.Backends(t, func(t *testing.T, env *testenv.Env) {
 		addNode(t, env, "n1", standardNode)
 		old := deploy(t, env, "n1", 1, obj{"volumes": []string{"AUTO:/d:rw:10G"}})
@@ -219,6 +223,7 @@ func TestRetiredIsolatedNodeStillTakesDecreases(t *testing.T) {
 }
 
 func TestNodesThatAlreadyExist(t *testing.T) {
+	t.Parallel()
 	testenv.Backends(t, func(t *testing.T, env *testenv.Env) {
 		// A record written by the upstream plugin, or before the registry
 		// existed: the record, no registration.

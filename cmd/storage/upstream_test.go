@@ -43,6 +43,7 @@ func listOf(ws map[string]json.RawMessage) []json.RawMessage {
 }
 
 func TestSwitchingFromUpstreamReadsItsRecordsAndWorkloads(t *testing.T) {
+	t.Parallel()
 	testenv.Backends(t, func(t *testing.T, env *testenv.Env) {
 		record, ws := upstreamFixture(t)
 		env.Put(t, "/resource/storage/n1", record)

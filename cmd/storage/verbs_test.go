@@ -12,6 +12,7 @@ import (
 )
 
 func TestName(t *testing.T) {
+	t.Parallel()
 	env := testenv.NewEmbedded(t)
 	var name string
 	env.Call(t, "storage", "name", obj{}, &name)
@@ -19,6 +20,7 @@ func TestName(t *testing.T) {
 }
 
 func TestAddNode(t *testing.T) {
+	t.Parallel()
 	testenv.Backends(t, func(t *testing.T, env *testenv.Env) {
 		t.Run("the request's volumes, disks and budget are recorded, the volumes added to the budget", func(t *testing.T) {
 			got := addNode(t, env, "n1", standardNode)
@@ -61,6 +63,7 @@ func TestAddNode(t *testing.T) {
 }
 
 func TestRemoveNode(t *testing.T) {
+	t.Parallel()
 	testenv.Backends(t, func(t *testing.T, env *testenv.Env) {
 		addNode(t, env, "n1", standardNode)
 		t.Run("removing a node removes its record and its registration", func(t *testing.T) {
@@ -85,6 +88,7 @@ func TestRemoveNode(t *testing.T) {
 }
 
 func TestSetNodeResourceCapacity(t *testing.T) {
+	t.Parallel()
 	vda := disk{Device: "/dev/vda", Mounts: []string{"/", "/data0"}, ReadIOPS: 1000, WriteIOPS: 1000, ReadBPS: gib, WriteBPS: gib}
 	cases := []struct {
 		name         string
@@ -179,6 +183,7 @@ func TestSetNodeResourceCapacity(t *testing.T) {
 // core rolls a failed multi-plugin call back: delta false, a capacity
 // snapshot through resource_request, a usage snapshot through resource.
 func TestRollbackSnapshotsRestoreExactly(t *testing.T) {
+	t.Parallel()
 	testenv.Backends(t, func(t *testing.T, env *testenv.Env) {
 		addNode(t, env, "n1", standardNode)
 		d := deploy(t, env, "n1", 2, obj{"volumes": []string{"AUTO:/data:rw:100G:100:100:0:0"}})
@@ -209,6 +214,7 @@ func TestRollbackSnapshotsRestoreExactly(t *testing.T) {
 }
 
 func TestSetNodeResourceUsage(t *testing.T) {
+	t.Parallel()
 	testenv.Backends(t, func(t *testing.T, env *testenv.Env) {
 		addNode(t, env, "n1", standardNode)
 		set := func(t *testing.T, req obj) nodeResource {
@@ -253,6 +259,7 @@ func TestSetNodeResourceUsage(t *testing.T) {
 }
 
 func TestGetNodeResourceInfoAndFix(t *testing.T) {
+	t.Parallel()
 	testenv.Backends(t, func(t *testing.T, env *testenv.Env) {
 		t.Run("an unknown node answers null", func(t *testing.T) {
 			require.Equal(t, "null", string(env.Call(t, "storage", "get-node-resource-info", obj{"nodename": "nobody"}, nil)))
@@ -298,6 +305,7 @@ func TestGetNodeResourceInfoAndFix(t *testing.T) {
 }
 
 func TestGetMostIdleNodeAnswersTheFirstNode(t *testing.T) {
+	t.Parallel()
 	env := testenv.NewEmbedded(t)
 	var out struct {
 		Nodename string `json:"nodename"`
@@ -309,12 +317,14 @@ func TestGetMostIdleNodeAnswersTheFirstNode(t *testing.T) {
 }
 
 func TestCalculateRemapIsANoOp(t *testing.T) {
+	t.Parallel()
 	env := testenv.NewEmbedded(t)
 	raw := env.Call(t, "storage", "calculate-remap", obj{"nodename": "n1", "workloads_resource": obj{"w1": obj{}}}, nil)
 	require.JSONEq(t, `{"engine_params_map": {}}`, string(raw))
 }
 
 func TestMetrics(t *testing.T) {
+	t.Parallel()
 	testenv.Backends(t, func(t *testing.T, env *testenv.Env) {
 		t.Run("the description declares the gauges and their label names", func(t *testing.T) {
 			var desc []struct {

@@ -58,22 +58,30 @@ func (t *tally) refusedAs(class string) {
 // failed definitely must not be there, ever; a call that answered
 // "unavailable: outcome unknown" may be either, and is counted.
 //
-// CHAOS_WRITES (default 5000; 400 with -short), CHAOS_WRITERS (8) and
+// CHAOS_WRITES (default 5000; 150 with -short), CHAOS_WRITERS (8) and
 // CHAOS_SECONDS (the writers stop at this many seconds even short of the
-// count: 120) size it. The long run:
+// count: 120) size it. With -short the faults also come at twice the pace,
+// so that the small round still sees a leader killed or stopped. The long
+// run:
 //
 //	CHAOS_WRITES=50000 CHAOS_SECONDS=1800 go test ./tests/chaos/ -run Chaos -v -count=1 -timeout 45m
 func TestNoReportedOutcomeIsFalseUnderChaos(t *testing.T) {
 	target := envInt(t, "CHAOS_WRITES", 5000)
+	pace := time.Duration(2) // the faults' pauses are divided by pace
 	if testing.Short() && os.Getenv("CHAOS_WRITES") == "" {
-		target = 400
+		target = 150
+	} else {
+		pace = 1
+	}
+	after := func(minMS, spreadMS int) time.Duration {
+		return time.Duration(minMS+rand.IntN(spreadMS)) * time.Millisecond / pace
 	}
 	writers := envInt(t, "CHAOS_WRITERS", 8)
 	limit := time.Duration(envInt(t, "CHAOS_SECONDS", 120)) * time.Second
 
 	dir := t.TempDir()
 	storage := testenv.Bin(t, "storage")
-	c := startCluster(t, buildMember(t, dir), dir)
+	c := startCluster(t, memberBin(t), dir)
 	f := faults{cut: 0.03, delay: 0.02, maxDelay: 1500 * time.Millisecond}
 	var proxies []*chaosProxy
 	var endpoints []string
@@ -120,8 +128,8 @@ func TestNoReportedOutcomeIsFalseUnderChaos(t *testing.T) {
 		return rec.Usage.Volumes, nil
 	}
 
-	// The chaos: every 1.5-3s the leader (now and then a follower) is
-	// killed and restarted, or stopped and continued.
+	// The chaos: every 1.5-3s (half that with -short) the leader (now and
+	// then a follower) is killed and restarted, or stopped and continued.
 	var actions struct{ kills, stops, followerStops atomic.Int64 }
 	done := make(chan struct{})
 	var chaosWG sync.WaitGroup
@@ -130,7 +138,7 @@ func TestNoReportedOutcomeIsFalseUnderChaos(t *testing.T) {
 			select {
 			case <-done:
 				return
-			case <-time.After(time.Duration(1500+rand.IntN(1500)) * time.Millisecond):
+			case <-time.After(after(1500, 1500)):
 			}
 			victim := c.leader()
 			if victim == nil {
@@ -140,7 +148,7 @@ func TestNoReportedOutcomeIsFalseUnderChaos(t *testing.T) {
 			case 0:
 				actions.kills.Add(1)
 				c.kill(victim)
-				time.Sleep(time.Duration(300+rand.IntN(1200)) * time.Millisecond)
+				time.Sleep(after(300, 1200))
 				if err := c.start(victim); err != nil {
 					t.Errorf("restarting %s: %v", victim.name, err)
 					return
@@ -148,7 +156,7 @@ func TestNoReportedOutcomeIsFalseUnderChaos(t *testing.T) {
 			case 1:
 				actions.stops.Add(1)
 				c.pause(victim)
-				time.Sleep(time.Duration(1000+rand.IntN(1500)) * time.Millisecond)
+				time.Sleep(after(1000, 1500))
 				c.resume(victim)
 			case 2:
 				for _, m := range c.members {
@@ -159,7 +167,7 @@ func TestNoReportedOutcomeIsFalseUnderChaos(t *testing.T) {
 				}
 				actions.followerStops.Add(1)
 				c.pause(victim)
-				time.Sleep(time.Duration(1000+rand.IntN(1500)) * time.Millisecond)
+				time.Sleep(after(1000, 1500))
 				c.resume(victim)
 			}
 		}

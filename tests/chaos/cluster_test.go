@@ -17,17 +17,32 @@ import (
 	clientv3 "go.etcd.io/etcd/client/v3"
 	"go.uber.org/zap"
 
-	"github.com/eru-extend/resources/tests/testenv"
+	"github.com/eru-extend/resources/tests/chaos/etcdmember"
 )
 
-// buildMember builds the etcd member launcher into dir.
-func buildMember(t *testing.T, dir string) string {
+// memberEnv, set to 1 in a process of this test binary, makes it an etcd
+// member (TestMain) instead of running the tests.
+const memberEnv = "ERU_CHAOS_ETCD_MEMBER"
+
+// TestMain lets the test binary double as the etcd member launcher: each
+// member is this same executable started with memberEnv, which saves
+// linking a second binary that carries all of etcd on every run.
+func TestMain(m *testing.M) {
+	if os.Getenv(memberEnv) == "1" {
+		if err := etcdmember.Run(os.Args[1:]); err != nil {
+			fmt.Fprintln(os.Stderr, "etcdmember:", err)
+			os.Exit(1)
+		}
+		os.Exit(0)
+	}
+	os.Exit(m.Run())
+}
+
+// memberBin is the etcd member launcher: this test binary.
+func memberBin(t *testing.T) string {
 	t.Helper()
-	bin := filepath.Join(dir, "etcdmember")
-	cmd := exec.Command("go", "build", "-o", bin, "./tests/chaos/etcdmember")
-	cmd.Dir = testenv.Root()
-	out, err := cmd.CombinedOutput()
-	require.NoError(t, err, "go build etcdmember: %s", out)
+	bin, err := os.Executable()
+	require.NoError(t, err)
 	return bin
 }
 
@@ -98,6 +113,7 @@ func startCluster(t *testing.T, bin, dir string) *cluster {
 // rejoin the cluster).
 func (c *cluster) start(m *member) error {
 	cmd := exec.Command(c.bin, "-name", m.name, "-dir", m.dir, "-client", m.client, "-peer", m.peer, "-cluster", m.cluster)
+	cmd.Env = append(os.Environ(), memberEnv+"=1")
 	if err := cmd.Start(); err != nil {
 		return err
 	}

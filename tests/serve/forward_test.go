@@ -68,7 +68,8 @@ var scenario = []step{
 // every call's stdout, stderr and exit status byte for byte; the daemon's
 // own count proves the calls went through it.
 func TestForwardedCallsAnswerTheBytesOfALocalCall(t *testing.T) {
-	testenv.BackendsInTurn(t, func(t *testing.T, served *testenv.Env) {
+	t.Parallel() // short waits on its own fresh stores: runs beside the tests that wait on etcd
+	testenv.Backends(t, func(t *testing.T, served *testenv.Env) {
 		var plain *testenv.Env
 		if served.Kind == "etcd" {
 			plain = testenv.NewEtcd(t)
@@ -227,8 +228,9 @@ func TestTheForwarderKnowsEveryVerb(t *testing.T) {
 // and with no daemon at all — and compares each call with the full binary
 // run locally.
 func TestTheThinFrontAnswersLikeTheFullBinary(t *testing.T) {
+	t.Parallel() // short waits on its own fresh stores: runs beside the tests that wait on etcd
 	front := thinFront(t)
-	testenv.BackendsInTurn(t, func(t *testing.T, plain *testenv.Env) {
+	testenv.Backends(t, func(t *testing.T, plain *testenv.Env) {
 		fresh := func() *testenv.Env {
 			if plain.Kind == "etcd" {
 				return testenv.NewEtcd(t)
@@ -259,7 +261,7 @@ func TestTheThinFrontAnswersLikeTheFullBinary(t *testing.T) {
 		for i, s := range scenario {
 			want := local(t, plain, s.bin, []byte(s.stdin), s.verb)
 			for _, env := range []*testenv.Env{served, declined, alone} {
-				got := execPath(t, env, front+"/"+s.bin, []byte(s.stdin), s.verb)
+				got := execPath(t, env, front+"/"+s.bin, []byte(s.stdin), []string{s.verb})
 				wantErr := strings.ReplaceAll(want.Stderr, plain.Dir, env.Dir)
 				wantErr = strings.ReplaceAll(wantErr, plain.Prefix, env.Prefix)
 				require.Equal(t, want.Code, got.Code, "step %d %s %s: local %s, front %s", i, s.bin, s.verb, describe(want), describe(got))

@@ -65,6 +65,7 @@ func nodeRecord(t *testing.T, env *testenv.Env, node string) viaRecord {
 // are the same one); without the right token nothing is recorded; a daemon
 // nobody answers at is unavailable.
 func TestAHeartbeatViaTheDaemon(t *testing.T) {
+	t.Parallel() // light on the CPU: runs beside the tests that wait on etcd
 	env, base, tokenFile := viaDaemon(t)
 
 	t.Run("without the token the daemon refuses and records nothing", func(t *testing.T) {
@@ -158,6 +159,7 @@ func skewedHeartbeat(t *testing.T, base, token string, skew time.Duration) (int,
 // `nodes get` names the offset and calculate-deploy refuses it; its next
 // heartbeat with a good clock lifts the refusal.
 func TestASkewedNodeClockBlocksPlacement(t *testing.T) {
+	t.Parallel() // light on the CPU: runs beside the tests that wait on etcd
 	env, base, tokenFile := viaDaemon(t)
 	data, err := os.ReadFile(tokenFile)
 	require.NoError(t, err)
@@ -198,6 +200,7 @@ func TestASkewedNodeClockBlocksPlacement(t *testing.T) {
 // TestAHeartbeatAgentViaTheDaemon runs the agent (--interval) through the
 // daemon: it keeps the session, and on SIGTERM ends it through the daemon.
 func TestAHeartbeatAgentViaTheDaemon(t *testing.T) {
+	t.Parallel() // light on the CPU: runs beside the tests that wait on etcd
 	env, base, tokenFile := viaDaemon(t)
 	agent := exec.Command(testenv.Bin(t, "storage"), "nodes", "heartbeat", "n1", "--via", base, "--token-file", tokenFile,
 		"--clock-sync", "SYNCHRONIZED", "--interval", "300ms", "--ttl", "5s", "-o", "json")
@@ -222,6 +225,7 @@ func TestAHeartbeatAgentViaTheDaemon(t *testing.T) {
 // --tls-ca) heartbeats; one without a certificate gets no answer and the
 // daemon is unavailable to it.
 func TestAHeartbeatViaMutualTLS(t *testing.T) {
+	t.Parallel() // light on the CPU: runs beside the tests that wait on etcd
 	env := testenv.NewEtcd(t)
 	if d := env.Daemon(); d != nil {
 		d.Stop(t)

@@ -36,12 +36,12 @@ func withServe(t testing.TB, env *testenv.Env, lines ...string) {
 	}
 }
 
-// local runs a call in the Env without any daemon.
+// local runs a call in the Env without any daemon: the variable that
+// turns forwarding off is given to that one process, so tests calling
+// local may run in parallel.
 func local(t testing.TB, env *testenv.Env, bin string, stdin []byte, args ...string) testenv.Result {
 	t.Helper()
-	t.Setenv("ERU_RESOURCE_NO_FORWARD", "1")
-	defer os.Unsetenv("ERU_RESOURCE_NO_FORWARD")
-	return env.Exec(t, bin, stdin, args...)
+	return execPath(t, env, testenv.Bin(t, bin), stdin, args, "ERU_RESOURCE_NO_FORWARD=1")
 }
 
 func mustJSON(t testing.TB, v any) []byte {
@@ -86,12 +86,13 @@ func thinFront(t testing.TB) string {
 	return dir
 }
 
-// execPath runs the binary at path with args in the Env's folder.
-func execPath(t testing.TB, env *testenv.Env, path string, stdin []byte, args ...string) testenv.Result {
+// execPath runs the binary at path with args in the Env's folder, with
+// the test's environment plus vars.
+func execPath(t testing.TB, env *testenv.Env, path string, stdin []byte, args []string, vars ...string) testenv.Result {
 	t.Helper()
 	c := exec.Command(path, args...)
 	c.Dir = env.Dir
-	c.Env = append(os.Environ(), "ERU_RESOURCE_CONFIG_PATH=")
+	c.Env = append(append(os.Environ(), "ERU_RESOURCE_CONFIG_PATH="), vars...)
 	c.Stdin = bytes.NewReader(stdin)
 	var out, errb bytes.Buffer
 	c.Stdout, c.Stderr = &out, &errb

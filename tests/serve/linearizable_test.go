@@ -92,6 +92,7 @@ func storedCapacity(t testing.TB, raw []byte) int64 {
 // run them: each read, begun after the write was acknowledged, sees it.
 // Then the same with writes that bypass both daemons.
 func TestEveryReadAfterAnAcknowledgedWriteSeesIt(t *testing.T) {
+	t.Parallel() // light on the CPU: runs beside the tests that wait on etcd
 	n := *pairs
 	if testing.Short() {
 		n = min(n, 200)
@@ -212,6 +213,7 @@ func waitStatus(t *testing.T, d *testenv.Daemon, path string, want int) {
 // through the daemon see the writes made while it was away. /readyz is
 // false while etcd is out of reach.
 func TestTheWatchSurvivesCompactionBehindAPartition(t *testing.T) {
+	t.Parallel() // it waits for the daemon to see etcd gone and back: the wait overlaps the other tests
 	env := testenv.NewEtcd(t)
 	if d := env.Daemon(); d != nil {
 		d.Stop(t)
@@ -265,6 +267,7 @@ func waitMetricAtLeast(t *testing.T, d *testenv.Daemon, name string, least float
 // starts it again at the same address: /readyz is false in between, and
 // afterwards reads through the daemon see writes made after the restart.
 func TestTheWatchSurvivesAnEtcdRestart(t *testing.T) {
+	t.Parallel() // it waits for etcd to stop (seconds: a graceful close) and the daemon to see it: the wait overlaps the other tests
 	dir := t.TempDir()
 	client, peer := testenv.FreeAddr(t), testenv.FreeAddr(t)
 	tune := func(cfg *embed.Config) {
@@ -273,6 +276,10 @@ func TestTheWatchSurvivesAnEtcdRestart(t *testing.T) {
 		cfg.ListenClientUrls, cfg.AdvertiseClientUrls = []url.URL{*c}, []url.URL{*c}
 		cfg.ListenPeerUrls, cfg.AdvertisePeerUrls = []url.URL{*p}, []url.URL{*p}
 		cfg.InitialCluster = cfg.Name + "=" + p.String()
+		// A lone member elects itself, so short raft ticks cost nothing;
+		// they shorten the wait of a stop for the daemon's open watch
+		// (the request timeout: 5 s and two election timeouts).
+		cfg.TickMs, cfg.ElectionMs = 10, 100
 	}
 	server, err := storetest.StartEtcd(dir, tune)
 	require.NoError(t, err)

@@ -41,6 +41,7 @@ func flowSection(name string, handSize int) string {
 // reload, the change shows in the schema header, and the refused section
 // is logged, naming the key, and changes nothing.
 func TestSIGHUPReloadsFlowControlWithoutDroppingCalls(t *testing.T) {
+	t.Parallel() // light on the CPU: runs beside the tests that wait on etcd
 	env := testenv.NewEmbedded(t)
 	if d := env.Daemon(); d != nil {
 		d.Stop(t)

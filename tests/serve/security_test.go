@@ -104,6 +104,7 @@ func request(t *testing.T, client *http.Client, method, url, token, body string)
 // bearer token of serve.token_file (none configured: read-only), error
 // classes come back as HTTP statuses, and the token is never logged.
 func TestTheOperatorAPIWritesOnlyWithTheToken(t *testing.T) {
+	t.Parallel() // light on the CPU: runs beside the tests that wait on etcd
 	const token = "s3cret-Token-4f1c9a"
 	env := testenv.NewEtcd(t)
 	if d := env.Daemon(); d != nil {
@@ -183,6 +184,7 @@ func TestTheOperatorAPIWritesOnlyWithTheToken(t *testing.T) {
 // client without a certificate signed by it does not get through the
 // handshake; one with it does.
 func TestAClientCAMakesClientsPresentACertificate(t *testing.T) {
+	t.Parallel() // light on the CPU: runs beside the tests that wait on etcd
 	env := testenv.NewEmbedded(t)
 	if d := env.Daemon(); d != nil {
 		d.Stop(t)

@@ -14,7 +14,8 @@ import (
 // TestGaugesArePushedToStatsd: every interval the daemon sends each node's
 // gauges under the keys get-metrics answers, with the configured prefix.
 func TestGaugesArePushedToStatsd(t *testing.T) {
-	testenv.BackendsInTurn(t, func(t *testing.T, env *testenv.Env) {
+	t.Parallel() // light on the CPU: runs beside the tests that wait on etcd
+	testenv.Backends(t, func(t *testing.T, env *testenv.Env) {
 		if d := env.Daemon(); d != nil {
 			d.Stop(t)
 		}
@@ -50,6 +51,7 @@ func TestGaugesArePushedToStatsd(t *testing.T) {
 // TestADeadStatsdBlocksNothing points the push at a port nobody reads and
 // checks that calls and scrapes go on.
 func TestADeadStatsdBlocksNothing(t *testing.T) {
+	t.Parallel() // light on the CPU: runs beside the tests that wait on etcd
 	env := testenv.NewEmbedded(t)
 	if d := env.Daemon(); d != nil {
 		d.Stop(t)

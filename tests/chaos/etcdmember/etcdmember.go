@@ -1,13 +1,15 @@
-// Command etcdmember runs one member of an etcd cluster from
+// Package etcdmember runs one member of an etcd cluster from
 // go.etcd.io/etcd/server/v3/embed, so that the chaos test can run each
-// member as a process of its own and kill, stop and restart it. It is built
-// by the test; nothing is installed.
+// member as a process of its own and kill, stop and restart it. The chaos
+// test's own binary is the launcher (its TestMain calls Run when started
+// as a member), so no second etcd binary is linked; nothing is installed.
+// The arguments:
 //
-//	etcdmember -name m1 -dir DIR -client http://127.0.0.1:P1 -peer http://127.0.0.1:P2 \
+//	-name m1 -dir DIR -client http://127.0.0.1:P1 -peer http://127.0.0.1:P2 \
 //	    -cluster m1=http://127.0.0.1:P2,m2=...,m3=...
 //
-// It exits when the member stops, or on SIGTERM/SIGINT after closing it.
-package main
+// Run returns when the member stops, or on SIGTERM/SIGINT after closing it.
+package etcdmember
 
 import (
 	"flag"
@@ -22,22 +24,20 @@ import (
 	"go.etcd.io/etcd/server/v3/embed"
 )
 
-func main() {
-	if err := run(); err != nil {
-		fmt.Fprintln(os.Stderr, "etcdmember:", err)
-		os.Exit(1)
+// Run runs the member the arguments describe until it stops or the
+// process is told to stop.
+func Run(args []string) error {
+	flags := flag.NewFlagSet("etcdmember", flag.ContinueOnError)
+	name := flags.String("name", "", "member name")
+	dir := flags.String("dir", "", "data folder (the log goes beside it)")
+	client := flags.String("client", "", "client URL to listen on and advertise")
+	peer := flags.String("peer", "", "peer URL to listen on and advertise")
+	cluster := flags.String("cluster", "", "initial cluster: name=peerURL,...")
+	tick := flags.Duration("tick", 100*time.Millisecond, "heartbeat interval")
+	election := flags.Duration("election", time.Second, "election timeout")
+	if err := flags.Parse(args); err != nil {
+		return err
 	}
-}
-
-func run() error {
-	name := flag.String("name", "", "member name")
-	dir := flag.String("dir", "", "data folder (the log goes beside it)")
-	client := flag.String("client", "", "client URL to listen on and advertise")
-	peer := flag.String("peer", "", "peer URL to listen on and advertise")
-	cluster := flag.String("cluster", "", "initial cluster: name=peerURL,...")
-	tick := flag.Duration("tick", 100*time.Millisecond, "heartbeat interval")
-	election := flag.Duration("election", time.Second, "election timeout")
-	flag.Parse()
 	if *name == "" || *dir == "" || *client == "" || *peer == "" || *cluster == "" {
 		return fmt.Errorf("-name, -dir, -client, -peer and -cluster are required")
 	}
