@@ -262,11 +262,25 @@ func (e *Env) Exec(t testing.TB, bin string, stdin []byte, args ...string) Resul
 // an error; a non-zero exit is the Result's Code. It does not touch a
 // testing.T, so it may run on any goroutine.
 func Run(path, dir string, stdin []byte, args ...string) (Result, error) {
+	return runWith(path, dir, stdin, nil, args...)
+}
+
+// ExecLocal is Exec with the call run by the process itself even when a
+// serve daemon runs in the folder (ERU_RESOURCE_NO_FORWARD=1): for a test
+// that measures what the plugin process itself sends.
+func (e *Env) ExecLocal(t testing.TB, bin string, stdin []byte, args ...string) Result {
+	t.Helper()
+	res, err := runWith(Bin(t, bin), e.Dir, stdin, []string{"ERU_RESOURCE_NO_FORWARD=1"}, args...)
+	require.NoError(t, err, "running %s %v", bin, args)
+	return res
+}
+
+func runWith(path, dir string, stdin []byte, env []string, args ...string) (Result, error) {
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
 	cmd := exec.CommandContext(ctx, path, args...)
 	cmd.Dir = dir
-	cmd.Env = append(os.Environ(), "ERU_RESOURCE_CONFIG_PATH=")
+	cmd.Env = append(append(os.Environ(), "ERU_RESOURCE_CONFIG_PATH="), env...)
 	cmd.Stdin = bytes.NewReader(stdin)
 	var out, errb bytes.Buffer
 	cmd.Stdout, cmd.Stderr = &out, &errb
