@@ -32,10 +32,19 @@ func TestTheLayoutSectionMatchesTheTree(t *testing.T) {
 		rows[strings.Trim(strings.TrimSpace(cells[1]), "`")] = cells[2]
 	}
 
+	// Build output the repository ignores (/bin/, /tmp/) is not the tree.
+	ignore, err := os.ReadFile(filepath.Join(root, ".gitignore"))
+	require.NoError(t, err)
+	ignored := map[string]bool{}
+	for line := range strings.SplitSeq(string(ignore), "\n") {
+		if dir, ok := strings.CutPrefix(strings.TrimSpace(line), "/"); ok && strings.HasSuffix(dir, "/") {
+			ignored[strings.TrimSuffix(dir, "/")] = true
+		}
+	}
 	entries, err := os.ReadDir(root)
 	require.NoError(t, err)
 	for _, e := range entries {
-		if e.IsDir() && !strings.HasPrefix(e.Name(), ".") {
+		if e.IsDir() && !strings.HasPrefix(e.Name(), ".") && !ignored[e.Name()] {
 			_, ok := rows[e.Name()+"/"]
 			require.True(t, ok, "the layout table has no row for %s/", e.Name())
 		}
