@@ -5,6 +5,7 @@ import (
 	"context"
 	"fmt"
 	"io"
+	"log/slog"
 	"net/http"
 	"slices"
 	"strconv"
@@ -18,6 +19,8 @@ import (
 	"github.com/eru-extend/resources/cmd/config"
 	"github.com/eru-extend/resources/engine"
 	"github.com/eru-extend/resources/nodes"
+	"github.com/eru-extend/resources/storage"
+	"github.com/eru-extend/resources/storage/pool"
 	"github.com/eru-extend/resources/store"
 	"github.com/eru-extend/resources/types"
 )
@@ -120,7 +123,61 @@ func writeNodeMetrics(w io.Writer, snap *nodeSnapshot) error {
 			}
 		}
 	}
+	writePoolMetrics(bw, snap.pools)
 	return bw.Flush()
+}
+
+// poolGauge is one gauge of every storage pool, by pool.
+type poolGauge struct {
+	name, help string
+	value      func(*pool.Record) (int64, bool)
+}
+
+// poolGauges are the gauges of every storage pool: what its record holds
+// (a pool without a capacity has no capacity series).
+func poolGauges() []poolGauge {
+	return []poolGauge{
+		{"storage_pool_capacity_bytes", "the bytes the pool holds, as its operator set them", func(r *pool.Record) (int64, bool) {
+			if r.Capacity == nil {
+				return 0, false
+			}
+			return *r.Capacity, true
+		}},
+		{"storage_pool_reserved_bytes", "the bytes reserved by the objects living in the pool or moving into it", func(r *pool.Record) (int64, bool) { return r.Reserved, true }},
+		{"storage_pool_objects", "the objects living in the pool", func(r *pool.Record) (int64, bool) { return r.Objects, true }},
+	}
+}
+
+// writePoolMetrics writes the pool gauges of records, in the records' order.
+func writePoolMetrics(w *bufio.Writer, records []*pool.Record) {
+	if len(records) == 0 {
+		return
+	}
+	labels := []string{"pool"}
+	for _, g := range poolGauges() {
+		fmt.Fprintf(w, "# HELP %s %s\n# TYPE %s gauge\n", g.name, escapeHelp(g.help), g.name)
+		for _, r := range records {
+			if v, ok := g.value(r); ok {
+				writeSeries(w, g.name, labels, []string{r.ID}, strconv.FormatInt(v, 10))
+			}
+		}
+	}
+}
+
+// pools decodes every pool record of view, in key order; a record that
+// does not decode is left out and logged (pools check names it).
+func pools(view scrapeSource, log *slog.Logger) []*pool.Record {
+	var out []*pool.Record
+	for _, key := range view.Under(storage.PoolPrefix) {
+		data, _ := view.Get(key)
+		r, err := pool.DecodeRecord(data)
+		if err != nil {
+			log.Warn("metrics: a pool record does not decode", "key", key, "error", err.Error())
+			continue
+		}
+		out = append(out, r)
+	}
+	return out
 }
 
 func writeSeries(w *bufio.Writer, name string, labels, values []string, value string) {
@@ -177,6 +234,7 @@ type nodeSnapshot struct {
 	descs    map[string]types.MetricDescription
 	samples  []types.Metric
 	statuses []nodeStatus
+	pools    []*pool.Record
 }
 
 type nodeStatus struct {
@@ -242,6 +300,7 @@ func (d *Daemon) nodeSamples(ctx context.Context) (*nodeSnapshot, error) {
 		}
 	}
 	out.statuses = statuses(view, recorded, policy, d.decoders)
+	out.pools = pools(view, d.log)
 	if d.cache != nil {
 		d.samples, d.samplesRev = out, rev
 	}

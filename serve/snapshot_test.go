@@ -350,4 +350,17 @@ func TestAPoolCapacityQueryThroughTheDaemonAnswersAsTheBinary(t *testing.T) {
 		require.Equal(t, 0, code, errb)
 		compare(t, 1)
 	})
+	t.Run("a scrape of /metrics shows the pool's capacity, reservation and objects", func(t *testing.T) {
+		require.Eventually(t, func() bool {
+			snap, err := c.d.nodeSamples(context.Background())
+			if err != nil {
+				return false
+			}
+			var text bytes.Buffer
+			require.NoError(t, writeNodeMetrics(&text, snap))
+			return strings.Contains(text.String(), "\nstorage_pool_capacity_bytes{pool=\"ceph-a\"} 268435456000\n") &&
+				strings.Contains(text.String(), "\nstorage_pool_reserved_bytes{pool=\"ceph-a\"} 107374182400\n") &&
+				strings.Contains(text.String(), "\nstorage_pool_objects{pool=\"ceph-a\"} 1\n")
+		}, 10*time.Second, 20*time.Millisecond, "the scrape renders the pool record as the cache holds it")
+	})
 }
