@@ -18,13 +18,8 @@ import (
 func TestPoolMove(t *testing.T) {
 	t.Parallel()
 	testenv.Backends(t, func(t *testing.T, env *testenv.Env) {
-		a, b := t.TempDir(), t.TempDir()
-		addNode(t, env, "n1", obj{"storage": "1T", "pools": []string{"ceph-a:" + a, "nfs1:" + b}, "default-pool": "ceph-a"})
-		env.OpOK(t, "storage", nil, "pools", "set-capacity", "ceph-a", "100G", "--if-version", "0")
-		env.OpOK(t, "storage", nil, "pools", "set-capacity", "nfs1", "100G", "--if-version", "0")
-		d := deploy(t, env, "n1", 1, obj{"volumes": []string{"POOL:/data:rw:10G"}})
-		commit(t, env, "n1", d.WorkloadsResource, true)
-		object := poolPlans(t, d.WorkloadsResource[0])["POOL:/data:rw:10737418240:0:0:0:0"].Object
+		a, b, _, objects := movablePoolObjects(t, env, 1)
+		object := objects[0]
 		src := filepath.Join(a, object)
 		require.NoError(t, os.MkdirAll(filepath.Join(src, "sub"), 0o755))
 		require.NoError(t, os.WriteFile(filepath.Join(src, "sub", "f"), []byte("data"), 0o640))
@@ -74,13 +69,8 @@ func TestPoolMove(t *testing.T) {
 func TestPoolMoveInterrupted(t *testing.T) {
 	t.Parallel()
 	testenv.Backends(t, func(t *testing.T, env *testenv.Env) {
-		a, b := t.TempDir(), t.TempDir()
-		addNode(t, env, "n1", obj{"storage": "1T", "pools": []string{"ceph-a:" + a, "nfs1:" + b}, "default-pool": "ceph-a"})
-		env.OpOK(t, "storage", nil, "pools", "set-capacity", "ceph-a", "100G", "--if-version", "0")
-		env.OpOK(t, "storage", nil, "pools", "set-capacity", "nfs1", "100G", "--if-version", "0")
-		d := deploy(t, env, "n1", 1, obj{"volumes": []string{"POOL:/data:rw:10G"}})
-		commit(t, env, "n1", d.WorkloadsResource, true)
-		object := poolPlans(t, d.WorkloadsResource[0])["POOL:/data:rw:10737418240:0:0:0:0"].Object
+		a, b, workloads, objects := movablePoolObjects(t, env, 1)
+		object := objects[0]
 		src := filepath.Join(a, object)
 		require.NoError(t, os.MkdirAll(src, 0o755))
 		require.NoError(t, os.WriteFile(filepath.Join(src, "f"), []byte("data"), 0o644))
@@ -92,7 +82,7 @@ func TestPoolMoveInterrupted(t *testing.T) {
 			require.Contains(t, res.Stderr, "fifo")
 			require.Equal(t, 10*gib, poolGet(t, env, "ceph-a").Reserved)
 			require.Equal(t, 10*gib, poolGet(t, env, "nfs1").Reserved)
-			line := env.Fail(t, "storage", "calculate-realloc", obj{"nodename": "n1", "workload_resource": d.WorkloadsResource[0],
+			line := env.Fail(t, "storage", "calculate-realloc", obj{"nodename": "n1", "workload_resource": workloads[0],
 				"workload_resource_request": obj{"volumes": []string{"POOL:/data:rw:1G"}}})
 			require.Contains(t, line, "unavailable: object "+object+" is moving to pool nfs1")
 			noDrift(t, env)
@@ -157,16 +147,7 @@ func TestPoolCleanup(t *testing.T) {
 func TestPoolMoveProgress(t *testing.T) {
 	t.Parallel()
 	testenv.Backends(t, func(t *testing.T, env *testenv.Env) {
-		a, b := t.TempDir(), t.TempDir()
-		addNode(t, env, "n1", obj{"storage": "1T", "pools": []string{"ceph-a:" + a, "nfs1:" + b}, "default-pool": "ceph-a"})
-		env.OpOK(t, "storage", nil, "pools", "set-capacity", "ceph-a", "100G", "--if-version", "0")
-		env.OpOK(t, "storage", nil, "pools", "set-capacity", "nfs1", "100G", "--if-version", "0")
-		d := deploy(t, env, "n1", 2, obj{"volumes": []string{"POOL:/data:rw:10G"}})
-		commit(t, env, "n1", d.WorkloadsResource, true)
-		var objects []string
-		for _, w := range d.WorkloadsResource {
-			objects = append(objects, poolPlans(t, w)["POOL:/data:rw:10737418240:0:0:0:0"].Object)
-		}
+		a, b, _, objects := movablePoolObjects(t, env, 2)
 		fill := func(object string) {
 			require.NoError(t, os.MkdirAll(filepath.Join(a, object, "sub"), 0o755))
 			require.NoError(t, os.WriteFile(filepath.Join(a, object, "big"), make([]byte, 3<<20), 0o644))
@@ -214,4 +195,22 @@ func TestPoolMoveProgress(t *testing.T) {
 			require.NoError(t, json.Unmarshal([]byte(res.Stdout), new(map[string]any)))
 		})
 	})
+}
+
+// movablePoolObjects declares pools ceph-a and nfs1 (100G each) on node n1,
+// at two temporary folders a and b, and places count 10 GiB objects in
+// ceph-a, its default pool: objects a move can take to nfs1, and the
+// workloads that hold them.
+func movablePoolObjects(t *testing.T, env *testenv.Env, count int) (a, b string, workloads []json.RawMessage, objects []string) {
+	t.Helper()
+	a, b = t.TempDir(), t.TempDir()
+	addNode(t, env, "n1", obj{"storage": "1T", "pools": []string{"ceph-a:" + a, "nfs1:" + b}, "default-pool": "ceph-a"})
+	env.OpOK(t, "storage", nil, "pools", "set-capacity", "ceph-a", "100G", "--if-version", "0")
+	env.OpOK(t, "storage", nil, "pools", "set-capacity", "nfs1", "100G", "--if-version", "0")
+	d := deploy(t, env, "n1", count, obj{"volumes": []string{"POOL:/data:rw:10G"}})
+	commit(t, env, "n1", d.WorkloadsResource, true)
+	for _, w := range d.WorkloadsResource {
+		objects = append(objects, poolPlans(t, w)["POOL:/data:rw:10737418240:0:0:0:0"].Object)
+	}
+	return a, b, d.WorkloadsResource, objects
 }
