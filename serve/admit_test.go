@@ -3,7 +3,6 @@ package serve
 import (
 	"bytes"
 	"context"
-	"log/slog"
 	"os"
 	"path/filepath"
 	"strings"
@@ -13,7 +12,6 @@ import (
 
 	"github.com/stretchr/testify/require"
 
-	"github.com/eru-extend/resources/cmd/config"
 	"github.com/eru-extend/resources/internal/forward"
 )
 
@@ -21,21 +19,7 @@ import (
 // the given admission, and returns the folder's config file.
 func startDaemon(t *testing.T, admit Admission) string {
 	t.Helper()
-	dir := t.TempDir()
-	file := filepath.Join(dir, "storage.yaml")
-	require.NoError(t, os.WriteFile(file, []byte("embedded:\n  path: eru-resources.db\n"), 0o644))
-	cfg, err := config.Load(file, "storage")
-	require.NoError(t, err)
-	sc, err := LoadConfig(file, dir)
-	require.NoError(t, err)
-	d, err := New(context.Background(), "storage", dir, cfg, sc, slog.New(slog.DiscardHandler), admit)
-	require.NoError(t, err)
-	require.NoError(t, d.Listen())
-	go d.ServeSocket()
-	t.Cleanup(func() {
-		require.NoError(t, d.Shutdown(5*time.Second))
-		d.Close()
-	})
+	_, file := flowDaemon(t, "", admit)
 	return file
 }
 
