@@ -64,17 +64,7 @@ func BenchmarkCount(b *testing.B) {
 		for _, mono := range []bool{false, true} {
 			b.Run(fmt.Sprintf("%d devices, monopoly %t", devices, mono), func(b *testing.B) {
 				node := benchHost(devices)
-				bindings := benchBindings(b, mono)
-				b.ReportAllocs()
-				var got int
-				for b.Loop() {
-					n, err := Count(context.Background(), NewHost(&node.Capacity, &node.Usage), &node.Capacity, bindings, 10000)
-					if err != nil {
-						b.Fatal(err)
-					}
-					got = n
-				}
-				b.ReportMetric(float64(got), "plans")
+				benchCount(b, node, benchBindings(b, mono))
 			})
 		}
 	}
