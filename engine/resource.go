@@ -91,6 +91,16 @@ type Edit[N any] interface {
 	Apply(n N) (N, error)
 }
 
+// AsEdit is a resource's decoded change as the engine takes it: nil (not an
+// interface holding a nil pointer) when decoding failed, so that a rules
+// method can answer AsEdit[N](DecodeX(…)).
+func AsEdit[N any, E Edit[N]](e E, err error) (Edit[N], error) {
+	if err != nil {
+		return nil, err
+	}
+	return e, nil
+}
+
 // Placement is the decisions of the verbs that plan workloads. W is a parsed
 // workload request.
 type Placement[N any, W any] interface {

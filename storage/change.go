@@ -185,18 +185,10 @@ func (c *UsageChange) Apply(n *Node) (*Node, error) {
 
 // CapacityChange decodes a capacity change.
 func (Rules) CapacityChange(c types.Change, delta, incr bool) (engine.Edit[*Node], error) {
-	edit, err := DecodeCapacityChange(c, delta, incr)
-	if err != nil {
-		return nil, err
-	}
-	return edit, nil
+	return engine.AsEdit[*Node](DecodeCapacityChange(c, delta, incr))
 }
 
 // UsageChange decodes a usage change.
 func (Rules) UsageChange(c types.Change, delta, incr bool) (engine.Edit[*Node], error) {
-	edit, err := DecodeUsageChange(c, delta, incr)
-	if err != nil {
-		return nil, err
-	}
-	return edit, nil
+	return engine.AsEdit[*Node](DecodeUsageChange(c, delta, incr))
 }
