@@ -10,19 +10,23 @@ FUZZTIME ?= 5s
 # CGO_ENABLED=0 links them statically (with cgo, net makes them dynamic and
 # every call first runs the dynamic loader: ~10% of a one-node call's CPU,
 # BENCHMARKS.md), and urfave_cli_no_docs leaves out urfave/cli's markdown
-# and man-page generator, which no command uses.
+# and man-page generator, which no command uses. The serve daemon is a
+# binary of its own, $(BIN)/libexec/serve (docs/serve.md): `storage serve`
+# execs it, and the plugins link none of its code (Prometheus, statsd, the
+# watch cache), whose package initialisation every call would pay.
 build:
 	CGO_ENABLED=0 $(GO) build -trimpath -tags urfave_cli_no_docs -ldflags '-s -w' -o $(BIN)/ ./cmd/storage ./cmd/compute
+	CGO_ENABLED=0 $(GO) build -trimpath -tags urfave_cli_no_docs -ldflags '-s -w' -o $(BIN)/libexec/serve ./cmd/serve
 
 # The small front binaries of docs/serve.md: $(BIN)/front/storage and
 # compute forward each call to `storage serve` and exec the full binaries in
-# $(BIN)/front/libexec/ when no daemon answers. Install the folder's contents
-# as the plugin folder.
+# $(BIN)/front/libexec/ when no daemon answers; the daemon's binary is there
+# too. Install the folder's contents as the plugin folder.
 front: build
 	mkdir -p $(BIN)/front/libexec
 	$(GO) build -trimpath -ldflags '-s -w' -o $(BIN)/front/storage ./cmd/forwarder
 	cp $(BIN)/front/storage $(BIN)/front/compute
-	cp $(BIN)/storage $(BIN)/compute $(BIN)/front/libexec/
+	cp $(BIN)/storage $(BIN)/compute $(BIN)/libexec/serve $(BIN)/front/libexec/
 
 demo: build
 	$(GO) run ./tools/demo -bin $(BIN)

@@ -6,7 +6,8 @@
 //
 // It is a module of its own so that core's dependency tree never enters
 // the main module. The tests build ./cmd/storage and ./cmd/compute fresh
-// from the repository root, install them under their resource names in a
+// from the repository root (and ./cmd/serve, the daemon, as
+// libexec/serve beside them), install them under their resource names in a
 // temporary plugin folder with storage.yaml and compute.yaml naming the
 // test's etcd, and start that etcd inside the test process (the server
 // release core's client is built against) on free loopback ports: nothing

@@ -13,6 +13,8 @@ import (
 	"time"
 
 	"github.com/stretchr/testify/require"
+
+	"github.com/eru-extend/resources/conformance/internal/gobuild"
 )
 
 // envServe, set to 1, runs the whole suite with a serve daemon in every
@@ -35,7 +37,7 @@ func serving() bool { return os.Getenv(envServe) == "1" }
 
 // installBinary puts the plugin binary called name into the folder: the
 // full binary itself, or with a daemon, the front in its place and the
-// full binary in libexec/.
+// full binary in libexec/, beside the daemon's binary (libexec/serve).
 func (e *env) installBinary(t *testing.T, name string) {
 	t.Helper()
 	if !serving() {
@@ -45,6 +47,9 @@ func (e *env) installBinary(t *testing.T, name string) {
 	require.NoError(t, os.MkdirAll(filepath.Join(e.dir, engineDir), 0o755))
 	install(t, filepath.Join(e.suite.binDir, name), filepath.Join(e.dir, engineDir, name))
 	install(t, filepath.Join(e.suite.binDir, frontName), filepath.Join(e.dir, name))
+	if name == resourceNames[0] { // one daemon binary for both
+		install(t, filepath.Join(e.suite.binDir, gobuild.Daemon), filepath.Join(e.dir, gobuild.Daemon))
+	}
 }
 
 // lockedBuffer is a daemon's stderr, written by its process and read by
@@ -68,8 +73,8 @@ func (l *lockedBuffer) String() string {
 
 var answeredRe = regexp.MustCompile(`"answered":(\d+)`)
 
-// serve starts `libexec/storage serve` in the plugin folder (it serves
-// both plugins' configs), waits until its socket answers, and stops it
+// serve starts `libexec/storage serve` in the plugin folder (which execs
+// libexec/serve; it serves both plugins' configs), waits until its socket answers, and stops it
 // with SIGTERM when the test ends. A daemon that died during the test
 // fails it: every call would then have run in the binaries, and the suite
 // would not have tested forwarding.

@@ -1,7 +1,8 @@
 // Command compute is the eru resource plugin for the "compute" resource. eru core
 // runs it once per call as `compute <verb>` with a JSON request on stdin;
 // operators run its `nodes` and `overcommit` command groups, and `compute
-// serve` runs the daemon that answers forwarded calls.
+// serve`, which execs the daemon's own binary (libexec/serve, cmd/serve) that
+// answers forwarded calls.
 package main
 
 import (
@@ -9,14 +10,13 @@ import (
 
 	"github.com/eru-extend/resources/cmd"
 	"github.com/eru-extend/resources/internal/forward"
-	"github.com/eru-extend/resources/serve"
 	"github.com/eru-extend/resources/store/etcdstore"
 )
 
 func main() {
 	etcdstore.QuietGRPC()
 	if len(os.Args) > 1 && os.Args[1] == "serve" {
-		os.Exit(serve.Main("compute", os.Args[2:], os.Stderr))
+		os.Exit(cmd.ExecServe("compute", os.Args[2:], os.Stderr))
 	}
 	code, done, stdin := forward.Try(forward.Call{Binary: "compute", Args: os.Args[1:], Stdin: os.Stdin, Stdout: os.Stdout, Stderr: os.Stderr})
 	if done {

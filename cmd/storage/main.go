@@ -1,7 +1,8 @@
 // Command storage is the eru resource plugin for the "storage" resource. eru core
 // runs it once per call as `storage <verb>` with a JSON request on stdin;
 // operators run its `nodes` and `overcommit` command groups, and `storage
-// serve` runs the daemon that answers forwarded calls.
+// serve`, which execs the daemon's own binary (libexec/serve, cmd/serve) that
+// answers forwarded calls.
 package main
 
 import (
@@ -9,14 +10,13 @@ import (
 
 	"github.com/eru-extend/resources/cmd"
 	"github.com/eru-extend/resources/internal/forward"
-	"github.com/eru-extend/resources/serve"
 	"github.com/eru-extend/resources/store/etcdstore"
 )
 
 func main() {
 	etcdstore.QuietGRPC()
 	if len(os.Args) > 1 && os.Args[1] == "serve" {
-		os.Exit(serve.Main("storage", os.Args[2:], os.Stderr))
+		os.Exit(cmd.ExecServe("storage", os.Args[2:], os.Stderr))
 	}
 	code, done, stdin := forward.Try(forward.Call{Binary: "storage", Args: os.Args[1:], Stdin: os.Stdin, Stdout: os.Stdout, Stderr: os.Stderr})
 	if done {

@@ -7,7 +7,8 @@
 // folder, so a re-run does not rebuild), builds ./cmd/storage and
 // ./cmd/compute fresh, starts etcd inside the test process, writes core's
 // config (store and locks in etcd, resource_plugin.dir holding the two
-// binaries and their non-executable storage.yaml and compute.yaml) and
+// binaries, the daemon's in libexec/ where core does not look, and their
+// non-executable storage.yaml and compute.yaml) and
 // starts core on free loopback ports. Nodes have mock:// endpoints, core's
 // fake engine, so no container runtime is needed.
 //

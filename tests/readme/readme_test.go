@@ -92,7 +92,8 @@ func TestTheReadmeWalkthroughRunsAsWritten(t *testing.T) {
 // its embedded-store step with /etc/eru/plugins moved to a temporary folder
 // that does not exist yet, sudo left out and the binaries already built
 // (make build is the build the tests run): both installed binaries then
-// use the one bbolt file beside their configs, and no etcd.
+// use the one bbolt file beside their configs, and no etcd, and `storage
+// serve` finds the installed daemon.
 func TestTheReadmeInstallRunsOnABareHost(t *testing.T) {
 	src := t.TempDir()
 	require.NoError(t, os.Symlink(filepath.Dir(testenv.Bin(t, "storage")), filepath.Join(src, "bin")))
@@ -113,7 +114,7 @@ func TestTheReadmeInstallRunsOnABareHost(t *testing.T) {
 	}
 	bash(t, src, strings.Join(script, "\n"))
 
-	for _, name := range []string{"storage", "compute"} {
+	for _, name := range []string{"storage", "compute", "libexec/serve"} {
 		require.FileExists(t, filepath.Join(dir, name))
 	}
 	run := func(bin string, stdin string, args ...string) string {
@@ -134,6 +135,7 @@ func TestTheReadmeInstallRunsOnABareHost(t *testing.T) {
 	require.NoError(t, json.Unmarshal([]byte(run("compute", "", "nodes", "get", "n1")), &v))
 	require.Contains(t, v.Resources, "storage", "compute sees what storage wrote: one store")
 	require.Contains(t, v.Resources, "compute")
+	require.True(t, strings.HasPrefix(run("storage", "", "serve", "--help"), "usage: storage serve"), "the installed storage finds the installed daemon")
 }
 
 // TestTheReadmePoolSessionRunsAsWritten runs "Operating pools" on the

@@ -42,7 +42,8 @@ func OutcomeUnknown(res Result) bool {
 	return res.Code == 128 && strings.Contains(res.Stderr, ": unavailable: outcome unknown: the serve daemon")
 }
 
-// Daemon is a `storage serve` process started for a test.
+// Daemon is a `storage serve` process started for a test (the plugin binary
+// execs the daemon's, libexec/serve, in the same process).
 type Daemon struct {
 	Cmd    *exec.Cmd
 	Socket string

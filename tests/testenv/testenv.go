@@ -48,11 +48,16 @@ func Root() string {
 	return filepath.Clean(filepath.Join(filepath.Dir(file), "..", ".."))
 }
 
-// Bin returns the path of a plugin binary (storage or compute) built from
-// the sources as they are. The test processes of one `go test ./...` share
-// one build (storetest.RunTempDir, keyed by a hash of the sources): each
-// would otherwise link the same two binaries again. $ERU_TEST_BIN names a
-// folder of prebuilt binaries instead.
+// DaemonBin is the serve daemon's binary (cmd/serve) under the folder of
+// the plugin binaries, as `make build` lays them out: Bin(t, DaemonBin).
+const DaemonBin = "libexec/serve"
+
+// Bin returns the path of a plugin binary (storage or compute, or the
+// daemon's, DaemonBin) built from the sources as they are. The test
+// processes of one `go test ./...` share one build (storetest.RunTempDir,
+// keyed by a hash of the sources): each would otherwise link the same
+// binaries again. $ERU_TEST_BIN names a folder of prebuilt binaries
+// instead, laid out as `make build` leaves bin/.
 func Bin(t testing.TB, name string) string {
 	t.Helper()
 	if dir := os.Getenv("ERU_TEST_BIN"); dir != "" {
@@ -87,10 +92,17 @@ func buildShared() (string, error) {
 	if _, err := os.Stat(built); err == nil {
 		return dir, nil
 	}
-	cmd := exec.Command("go", "build", "-o", dir+"/", "./cmd/storage", "./cmd/compute")
-	cmd.Dir = Root()
-	if out, err := cmd.CombinedOutput(); err != nil {
-		return "", fmt.Errorf("go build: %v\n%s", err, out)
+	// The daemon's binary where `make build` puts it: `storage serve`
+	// execs libexec/serve beside the binary.
+	for _, build := range [][]string{
+		{"-o", dir + "/", "./cmd/storage", "./cmd/compute"},
+		{"-o", filepath.Join(dir, DaemonBin), "./cmd/serve"},
+	} {
+		cmd := exec.Command("go", append([]string{"build"}, build...)...)
+		cmd.Dir = Root()
+		if out, err := cmd.CombinedOutput(); err != nil {
+			return "", fmt.Errorf("go build %s: %v\n%s", strings.Join(build[2:], " "), err, out)
+		}
 	}
 	return dir, os.WriteFile(built, nil, 0o644)
 }

@@ -146,6 +146,10 @@ func run(ctx context.Context, o options, w, progress io.Writer) error {
 	if _, err := os.Stat(b.storage); err != nil {
 		return fmt.Errorf("no storage binary in %s (make build): %w", bin, err)
 	}
+	// `storage serve` execs the daemon's binary beside it.
+	if _, err := os.Stat(filepath.Join(bin, "libexec", "serve")); err != nil {
+		return fmt.Errorf("no serve daemon binary in %s/libexec (make build): %w", bin, err)
+	}
 	if b.tmp, err = os.MkdirTemp("", "eru-bench-"); err != nil {
 		return err
 	}

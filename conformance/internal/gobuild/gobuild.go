@@ -35,17 +35,28 @@ func RepoRoot(dir string) (string, error) {
 	}
 }
 
+// Daemon is the serve daemon's binary (./cmd/serve) under the folder of
+// the plugin binaries, where `storage serve` looks for it and `make build`
+// puts it. core loads only the top-level executables of its plugin folder.
+var Daemon = filepath.Join("libexec", "serve")
+
 // Plugins builds ./cmd/storage and ./cmd/compute of the repository at root
-// into out, in that module's own mode: nothing here may rewrite its go.mod.
+// into out, and ./cmd/serve as out/libexec/serve, in that module's own
+// mode: nothing here may rewrite its go.mod.
 func Plugins(root, out string) error {
 	if err := os.MkdirAll(out, 0o755); err != nil {
 		return err
 	}
-	cmd := exec.Command("go", "build", "-o", out+string(filepath.Separator), "./cmd/storage", "./cmd/compute")
-	cmd.Dir = root
-	cmd.Env = mainModuleEnv()
-	if output, err := cmd.CombinedOutput(); err != nil {
-		return fmt.Errorf("go build ./cmd/storage ./cmd/compute in %s: %w\n%s", root, err, output)
+	for _, build := range [][]string{
+		{"-o", out + string(filepath.Separator), "./cmd/storage", "./cmd/compute"},
+		{"-o", filepath.Join(out, Daemon), "./cmd/serve"},
+	} {
+		cmd := exec.Command("go", append([]string{"build"}, build...)...)
+		cmd.Dir = root
+		cmd.Env = mainModuleEnv()
+		if output, err := cmd.CombinedOutput(); err != nil {
+			return fmt.Errorf("go build %s in %s: %w\n%s", strings.Join(build[2:], " "), root, err, output)
+		}
 	}
 	for _, name := range Resources {
 		if _, err := os.Stat(filepath.Join(out, name)); err != nil {
