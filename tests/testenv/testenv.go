@@ -27,9 +27,12 @@ import (
 	"github.com/stretchr/testify/require"
 	clientv3 "go.etcd.io/etcd/client/v3"
 
-	// The binaries under test are built from this package's tree at run
-	// time; importing it makes go test's cache see changes to their code.
+	// The binaries under test (the plugins, and libexec/serve) are built
+	// from these packages' trees at run time; importing them makes go
+	// test's cache see changes to their code.
 	_ "github.com/eru-extend/resources/cmd"
+	_ "github.com/eru-extend/resources/internal/forward"
+	_ "github.com/eru-extend/resources/serve"
 	"github.com/eru-extend/resources/store"
 	"github.com/eru-extend/resources/store/boltstore"
 	"github.com/eru-extend/resources/store/storetest"
