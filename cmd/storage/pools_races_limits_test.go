@@ -46,8 +46,11 @@ func newCountingProxy(t *testing.T, endpoint string) *countingProxy {
 				continue
 			}
 			p.wg.Go(func() {
-				n, _ := io.Copy(up, c)
-				p.sent.Add(n)
+				// Counted as each chunk is forwarded, not when the
+				// connection ends: the process may have exited (its
+				// answer came back, so every byte it sent reached etcd)
+				// before the proxy sees its connection close.
+				_, _ = io.Copy(countingWriter{w: up, n: &p.sent}, c)
 				_ = up.Close()
 			})
 			p.wg.Go(func() {
@@ -61,6 +64,18 @@ func newCountingProxy(t *testing.T, endpoint string) *countingProxy {
 		p.wg.Wait()
 	})
 	return p
+}
+
+// countingWriter adds what it writes to n as it goes.
+type countingWriter struct {
+	w io.Writer
+	n *atomic.Int64
+}
+
+func (c countingWriter) Write(b []byte) (int, error) {
+	n, err := c.w.Write(b)
+	c.n.Add(int64(n))
+	return n, err
 }
 
 func (p *countingProxy) endpoint() string { return "http://" + p.ln.Addr().String() }
