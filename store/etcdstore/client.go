@@ -31,6 +31,10 @@ import (
 // after etcd refused its auth token (then it was not applied).
 type client struct {
 	endpoints []*endpoint
+	secure    map[string]bool // host:port -> speaks TLS
+	tls       *tls.Config     // nil: the system's roots, no client certificate
+	dialer    *net.Dialer
+	dial      time.Duration
 	transport *http.Transport
 	http      *http.Client
 	turn      atomic.Uint64
@@ -42,7 +46,7 @@ type client struct {
 
 // endpoint is one etcd member's address.
 type endpoint struct {
-	base string // scheme://host:port
+	base string // http://host:port: h2c on the client's own connections (TLS when secure)
 	up   atomic.Bool
 	// downUntil is when a member whose connection failed is tried again
 	// before the others (unix nanoseconds).
@@ -55,32 +59,37 @@ const downFor = time.Second
 
 // newClient builds a client of endpoints; tlsCfg is nil when no TLS file is
 // configured.
+//
+// net/http speaks HTTP/2 to every endpoint as h2c with prior knowledge, on
+// connections the client dials itself: plain TCP for an http:// endpoint,
+// TLS (ALPN h2) for an https:// one. A TLS connection is handed over only
+// once etcd has said its first word on it: in TLS 1.3 the server judges
+// the client's certificate after the client's handshake is done, and its
+// refusal comes as that first word. A refused certificate is then a
+// connection that never came up — nothing is sent on it — as with grpc.
 func newClient(endpoints []string, tlsCfg *tls.Config, dial time.Duration) (*client, error) {
-	c := &client{}
+	c := &client{secure: map[string]bool{}}
 	for _, e := range endpoints {
-		base, err := endpointBase(e, tlsCfg != nil)
+		host, secure, err := endpointHost(e, tlsCfg != nil)
 		if err != nil {
 			return nil, err
 		}
-		c.endpoints = append(c.endpoints, &endpoint{base: base})
+		c.endpoints = append(c.endpoints, &endpoint{base: "http://" + host})
+		c.secure[host] = secure
 	}
 	if len(c.endpoints) == 0 {
 		return nil, errors.New("no endpoint")
 	}
-	dialer := &net.Dialer{KeepAlive: 30 * time.Second}
-	if dial > 0 {
-		dialer.Timeout = dial
-	}
+	c.dialer = &net.Dialer{KeepAlive: 30 * time.Second, Timeout: dial}
+	c.tls = tlsCfg
+	c.dial = dial
 	t := &http.Transport{
-		DialContext:         dialer.DialContext,
-		TLSClientConfig:     tlsCfg,
-		TLSHandshakeTimeout: dial,
+		DialContext:         c.dialContext,
 		DisableCompression:  true,
 		MaxIdleConnsPerHost: 4,
 		IdleConnTimeout:     90 * time.Second,
 		Protocols:           new(http.Protocols),
 	}
-	t.Protocols.SetHTTP2(true)
 	t.Protocols.SetUnencryptedHTTP2(true)
 	t.HTTP2 = &http.HTTP2Config{
 		// A connection that stays silent is found dead by a ping, as
@@ -93,25 +102,87 @@ func newClient(endpoints []string, tlsCfg *tls.Config, dial time.Duration) (*cli
 	return c, nil
 }
 
-// endpointBase is the base URL of an etcd endpoint as clientv3 reads one:
-// http:// is plain, https:// is TLS, and a bare host:port is TLS when TLS
-// files are configured.
-func endpointBase(e string, secure bool) (string, error) {
+// endpointHost is the host:port of an etcd endpoint and whether it speaks
+// TLS, as clientv3 reads an endpoint: http:// is plain, https:// is TLS, and
+// a bare host:port is TLS when TLS files are configured.
+func endpointHost(e string, tlsFiles bool) (string, bool, error) {
 	if !strings.Contains(e, "://") {
 		scheme := "http"
-		if secure {
+		if tlsFiles {
 			scheme = "https"
 		}
 		e = scheme + "://" + e
 	}
 	u, err := url.Parse(e)
 	if err != nil {
-		return "", fmt.Errorf("endpoint %q: %w", e, err)
+		return "", false, fmt.Errorf("endpoint %q: %w", e, err)
 	}
 	if (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
-		return "", fmt.Errorf("endpoint %q: not http://host:port or https://host:port", e)
+		return "", false, fmt.Errorf("endpoint %q: not http://host:port or https://host:port", e)
 	}
-	return u.Scheme + "://" + u.Host, nil
+	return u.Host, u.Scheme == "https", nil
+}
+
+// dialContext dials an endpoint's connection: see newClient.
+func (c *client) dialContext(ctx context.Context, network, addr string) (net.Conn, error) {
+	raw, err := c.dialer.DialContext(ctx, network, addr)
+	if err != nil || !c.secure[addr] {
+		return raw, err
+	}
+	cfg := &tls.Config{}
+	if c.tls != nil {
+		cfg = c.tls.Clone()
+	}
+	if cfg.ServerName == "" {
+		cfg.ServerName, _, _ = net.SplitHostPort(addr)
+	}
+	cfg.NextProtos = []string{"h2"}
+	tc := tls.Client(raw, cfg)
+	fail := func(err error) (net.Conn, error) {
+		_ = raw.Close()
+		return nil, fmt.Errorf("TLS: %w", err)
+	}
+	// The handshake and etcd's first word within the dial timeout, and
+	// the context's deadline.
+	var deadline time.Time
+	if c.dial > 0 {
+		deadline = time.Now().Add(c.dial)
+	}
+	if d, ok := ctx.Deadline(); ok && (deadline.IsZero() || d.Before(deadline)) {
+		deadline = d
+	}
+	_ = raw.SetDeadline(deadline)
+	if err := tc.HandshakeContext(ctx); err != nil {
+		return fail(err)
+	}
+	if p := tc.ConnectionState().NegotiatedProtocol; p != "h2" {
+		return fail(fmt.Errorf("etcd does not speak HTTP/2 over TLS (ALPN %q)", p))
+	}
+	first := make([]byte, 4096)
+	n, err := tc.Read(first)
+	if n == 0 {
+		if err == nil {
+			err = io.ErrNoProgress
+		}
+		return fail(err)
+	}
+	_ = raw.SetDeadline(time.Time{})
+	return &primedConn{Conn: tc, first: first[:n]}, nil
+}
+
+// primedConn is a connection whose first bytes were read ahead.
+type primedConn struct {
+	net.Conn
+	first []byte
+}
+
+func (p *primedConn) Read(b []byte) (int, error) {
+	if len(p.first) > 0 {
+		n := copy(b, p.first)
+		p.first = p.first[n:]
+		return n, nil
+	}
+	return p.Conn.Read(b)
 }
 
 // loadTLS builds the client's TLS configuration from PEM files, as etcd's
@@ -127,7 +198,10 @@ func loadTLS(ca, cert, key string) (*tls.Config, error) {
 		if err != nil {
 			return nil, err
 		}
-		cfg.Certificates = []tls.Certificate{pair}
+		// Offered whatever CAs the server names as acceptable, as etcd's
+		// clients do: a certificate of the wrong CA is refused by etcd
+		// for what it is, not mistaken for a missing one.
+		cfg.GetClientCertificate = func(*tls.CertificateRequestInfo) (*tls.Certificate, error) { return &pair, nil }
 	}
 	if ca != "" {
 		pem, err := os.ReadFile(ca)
