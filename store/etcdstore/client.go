@@ -39,6 +39,10 @@ type client struct {
 	http      *http.Client
 	turn      atomic.Uint64
 
+	connMu sync.Mutex
+	conns  map[*trackedConn]struct{} // open connections, closed by close
+	closed bool
+
 	username, password string
 	token              atomic.Pointer[string]
 	authMu             sync.Mutex // one authentication at a time
@@ -90,13 +94,10 @@ func newClient(endpoints []string, tlsCfg *tls.Config, dial time.Duration) (*cli
 		IdleConnTimeout:     90 * time.Second,
 		Protocols:           new(http.Protocols),
 	}
+	// No HTTP/2 health-check pings (clientv3 as Open configured it sent
+	// no keepalives either): net/http's ping timer outlives the connection
+	// it watches and keeps it in memory for that long.
 	t.Protocols.SetUnencryptedHTTP2(true)
-	t.HTTP2 = &http.HTTP2Config{
-		// A connection that stays silent is found dead by a ping, as
-		// grpc's keepalive would.
-		SendPingTimeout: 30 * time.Second,
-		PingTimeout:     10 * time.Second,
-	}
 	c.transport = t
 	c.http = &http.Client{Transport: t}
 	return c, nil
@@ -123,8 +124,45 @@ func endpointHost(e string, tlsFiles bool) (string, bool, error) {
 	return u.Host, u.Scheme == "https", nil
 }
 
-// dialContext dials an endpoint's connection: see newClient.
+// dialContext dials an endpoint's connection (see newClient) and keeps it
+// until it is closed, so that close ends every connection, idle or not.
 func (c *client) dialContext(ctx context.Context, network, addr string) (net.Conn, error) {
+	conn, err := c.dialConn(ctx, network, addr)
+	if err != nil {
+		return nil, err
+	}
+	t := &trackedConn{Conn: conn, c: c}
+	c.connMu.Lock()
+	defer c.connMu.Unlock()
+	if c.closed {
+		_ = conn.Close()
+		return nil, net.ErrClosed
+	}
+	if c.conns == nil {
+		c.conns = map[*trackedConn]struct{}{}
+	}
+	c.conns[t] = struct{}{}
+	return t, nil
+}
+
+// trackedConn is a connection the client closes when it is closed.
+type trackedConn struct {
+	net.Conn
+	c    *client
+	once sync.Once
+}
+
+func (t *trackedConn) Close() error {
+	t.once.Do(func() {
+		t.c.connMu.Lock()
+		delete(t.c.conns, t)
+		t.c.connMu.Unlock()
+	})
+	return t.Conn.Close()
+}
+
+// dialConn dials a plain or a TLS connection to addr.
+func (c *client) dialConn(ctx context.Context, network, addr string) (net.Conn, error) {
 	raw, err := c.dialer.DialContext(ctx, network, addr)
 	if err != nil || !c.secure[addr] {
 		return raw, err
@@ -465,5 +503,18 @@ func (c *client) authenticate(ctx context.Context) error {
 	return nil
 }
 
-// close drops the client's connections.
-func (c *client) close() { c.transport.CloseIdleConnections() }
+// close ends the client's connections, idle or not (a call still in flight
+// fails), and any it would dial later.
+func (c *client) close() {
+	c.connMu.Lock()
+	c.closed = true
+	conns := make([]*trackedConn, 0, len(c.conns))
+	for t := range c.conns {
+		conns = append(conns, t)
+	}
+	c.connMu.Unlock()
+	c.transport.CloseIdleConnections()
+	for _, t := range conns {
+		_ = t.Close()
+	}
+}
