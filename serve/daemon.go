@@ -135,7 +135,10 @@ func New(ctx context.Context, name, wd string, cfg *config.Config, sc Config, lo
 			return nil, fmt.Errorf("etcd store of unexpected type %T", s)
 		}
 		d.etcd = es
-		d.cache = cache.New(es, cfg.Etcd.Prefix, sc.CacheWait, d.decoders.Decode)
+		if d.cache, err = cache.New(es, cfg.Etcd.Prefix, sc.CacheWait, d.decoders.Decode); err != nil {
+			_ = es.Close()
+			return nil, types.Wrap(types.Unavailable, err, "etcd "+strings.Join(cfg.Etcd.Machines, ","))
+		}
 	}
 	d.metrics = newMetrics(d)
 	if admit == nil {

@@ -19,12 +19,12 @@ import (
 	"strings"
 
 	"github.com/eru-extend/resources/serve"
-	"github.com/eru-extend/resources/store/etcdstore"
+	"github.com/eru-extend/resources/store/etcdwatch"
 	"github.com/eru-extend/resources/types"
 )
 
 func main() {
-	etcdstore.QuietGRPC()
+	etcdwatch.QuietGRPC()
 	name, args, err := plugin(os.Args[1:])
 	if err != nil {
 		fmt.Fprintf(os.Stderr, "serve: %s: %s\n", types.ClassOf(err), err)

@@ -10,11 +10,9 @@ import (
 
 	"github.com/eru-extend/resources/cmd"
 	"github.com/eru-extend/resources/internal/forward"
-	"github.com/eru-extend/resources/store/etcdstore"
 )
 
 func main() {
-	etcdstore.QuietGRPC()
 	if len(os.Args) > 1 && os.Args[1] == "serve" {
 		os.Exit(cmd.ExecServe("storage", os.Args[2:], os.Stderr))
 	}

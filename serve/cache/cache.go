@@ -31,13 +31,16 @@ import (
 	clientv3 "go.etcd.io/etcd/client/v3"
 
 	"github.com/eru-extend/resources/store"
+	"github.com/eru-extend/resources/store/etcdstore"
+	"github.com/eru-extend/resources/store/etcdwatch"
 )
 
-// Underlying is the store the cache fronts: etcd, with its client.
+// Underlying is the store the cache fronts: etcd, and the configuration
+// the cache makes its own watching client of.
 type Underlying interface {
 	store.Store
 	store.Rereader
-	Client() *clientv3.Client
+	Config() etcdstore.Config
 }
 
 // entry is one cached key at one modification revision; it never changes
@@ -99,14 +102,19 @@ type Cache struct {
 }
 
 // New starts a cache of everything under prefix (the configured etcd
-// prefix, e.g. "/eru-resources"). wait bounds how long a read waits for the
-// watch before it reads etcd directly. Close stops the watch; it does not
-// close under. decode, when not nil, decodes each value as it arrives.
-func New(under Underlying, prefix string, wait time.Duration, decode Decode) *Cache {
+// prefix, e.g. "/eru-resources"), watching with a clientv3 client of under's
+// configuration. wait bounds how long a read waits for the watch before it
+// reads etcd directly. Close stops the watch and closes the client; it does
+// not close under. decode, when not nil, decodes each value as it arrives.
+func New(under Underlying, prefix string, wait time.Duration, decode Decode) (*Cache, error) {
+	client, err := etcdwatch.Dial(under.Config())
+	if err != nil {
+		return nil, fmt.Errorf("etcd watch client: %w", err)
+	}
 	ctx, cancel := context.WithCancel(context.Background())
 	c := &Cache{
 		under:   under,
-		client:  under.Client(),
+		client:  client,
 		prefix:  strings.TrimSuffix(prefix, "/"),
 		wait:    wait,
 		decode:  decode,
@@ -119,14 +127,14 @@ func New(under Underlying, prefix string, wait time.Duration, decode Decode) *Ca
 		streamCtx: clientv3.WithRequireLeader(context.Background()),
 	}
 	go c.run(ctx)
-	return c
+	return c, nil
 }
 
-// Close stops the watch and waits for it to end.
+// Close stops the watch, waits for it to end and closes the client.
 func (c *Cache) Close() error {
 	c.cancel()
 	<-c.done
-	return nil
+	return c.client.Close()
 }
 
 // Ready reports whether the cache holds a complete, gap-free copy.

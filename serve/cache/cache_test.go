@@ -23,7 +23,8 @@ func newCache(t *testing.T) (*cache.Cache, *etcdstore.Store, string) {
 	prefix := fmt.Sprintf("/cache-test-%d", prefixes.Add(1))
 	s, err := etcdstore.Open(context.Background(), etcdstore.Config{Endpoints: []string{e.Endpoint}, Prefix: prefix, DialTimeout: 5 * time.Second})
 	require.NoError(t, err)
-	c := cache.New(s, prefix, 5*time.Second, nil)
+	c, err := cache.New(s, prefix, 5*time.Second, nil)
+	require.NoError(t, err)
 	t.Cleanup(func() {
 		require.NoError(t, c.Close())
 		require.NoError(t, s.Close())

@@ -6,9 +6,6 @@ import (
 	"sync"
 	"sync/atomic"
 
-	pb "go.etcd.io/etcd/api/v3/etcdserverpb"
-	clientv3 "go.etcd.io/etcd/client/v3"
-
 	"github.com/eru-extend/resources/store"
 )
 
@@ -39,23 +36,15 @@ const pointCost = 4
 // (the names are dense there, as when a query names most of a cluster or
 // a run of it), or else its names key by key. Pages are read readAhead at
 // a time and handed over as they arrive, so that only those few are held.
-// The requests are built as etcd's own messages and sent on the client's
-// connection (its interceptors and credentials included): clientv3's Op
-// values cost several allocations a key, which a read of thousands of keys
-// feels.
 func (s *Store) ReadNames(ctx context.Context, r store.NameRead, head func(*store.Snapshot) error, page func(*store.Snapshot, []int) error) error {
 	fixed := len(r.Keys) + len(r.Prefixes)
 	if fixed+len(r.Names)*len(r.Under) <= MaxTxnOps || len(r.Under) == 0 {
 		return store.ReadNamesAtOnce(ctx, s, r, head, page)
 	}
-	kv := pb.NewKVClient(s.client.ActiveConnection())
-	txn := func(ctx context.Context, ops []*pb.RequestOp) (*pb.TxnResponse, error) {
+	txn := func(ctx context.Context, ops []requestOp) (*txnResponse, error) {
 		// A page is pinned to the first transaction's revision: sending it
 		// twice, or again after an election, reads the same.
-		resp, err := hedged(s, ctx, func(ctx context.Context) (*pb.TxnResponse, error) {
-			resp, err := kv.Txn(ctx, &pb.TxnRequest{Success: ops}, txnCallOptions()...)
-			return resp, clientv3.ContextError(ctx, err)
-		})
+		resp, err := s.readTxn(ctx, ops)
 		if err != nil {
 			return nil, s.fail(err)
 		}
@@ -75,12 +64,12 @@ func (s *Store) ReadNames(ctx context.Context, r store.NameRead, head func(*stor
 	ops := s.gets(r.Keys, 0)
 	for _, p := range r.Prefixes {
 		key, end := s.prefixSpan(p)
-		ops = append(ops, rangeOp(&pb.RangeRequest{Key: key, RangeEnd: end}))
+		ops = append(ops, rangeOp(&rangeRequest{Key: key, RangeEnd: end}))
 	}
 	for _, idx := range pages {
 		for _, p := range r.Under {
 			key, end := span(p, idx)
-			ops = append(ops, rangeOp(&pb.RangeRequest{Key: key, RangeEnd: end, CountOnly: true}))
+			ops = append(ops, rangeOp(&rangeRequest{Key: key, RangeEnd: end, CountOnly: true}))
 		}
 	}
 	first, err := txn(ctx, ops[:min(MaxTxnOps, len(ops))])
@@ -92,7 +81,7 @@ func (s *Store) ReadNames(ctx context.Context, r store.NameRead, head func(*stor
 	for start := MaxTxnOps; start < len(ops); start += MaxTxnOps {
 		chunk := ops[start:min(start+MaxTxnOps, len(ops))]
 		for _, op := range chunk {
-			op.GetRequestRange().Revision = rev
+			op.Range.Revision = rev
 		}
 		resp, err := txn(ctx, chunk)
 		if err != nil {
@@ -107,13 +96,13 @@ func (s *Store) ReadNames(ctx context.Context, r store.NameRead, head func(*stor
 	}
 	counts := responses[fixed:]
 	// plan is the transactions of page c.
-	plan := func(c int) [][]*pb.RequestOp {
+	plan := func(c int) [][]requestOp {
 		idx := pages[c]
-		var ranges, points []*pb.RequestOp
+		var ranges, points []requestOp
 		for j, p := range r.Under {
-			if counts[c*len(r.Under)+j].GetResponseRange().Count < pointCost*int64(len(idx)) {
+			if countOf(counts[c*len(r.Under)+j]) < pointCost*int64(len(idx)) {
 				key, end := span(p, idx)
-				ranges = append(ranges, rangeOp(&pb.RangeRequest{Key: key, RangeEnd: end, Revision: rev}))
+				ranges = append(ranges, rangeOp(&rangeRequest{Key: key, RangeEnd: end, Revision: rev}))
 				continue
 			}
 			keys := make([]string, len(idx))
@@ -123,7 +112,7 @@ func (s *Store) ReadNames(ctx context.Context, r store.NameRead, head func(*stor
 			points = append(points, s.gets(keys, rev)...)
 		}
 		all := append(ranges, points...)
-		var txns [][]*pb.RequestOp
+		var txns [][]requestOp
 		for start := 0; start < len(all); start += MaxTxnOps {
 			txns = append(txns, all[start:min(start+MaxTxnOps, len(all))])
 		}
@@ -173,7 +162,7 @@ func (s *Store) ReadNames(ctx context.Context, r store.NameRead, head func(*stor
 		select {
 		case got = <-reads:
 		case <-wctx.Done():
-			return s.fail(clientv3.ContextError(wctx, wctx.Err()))
+			return s.fail(wctx.Err())
 		}
 		if got.err != nil {
 			return got.err
@@ -187,9 +176,12 @@ func (s *Store) ReadNames(ctx context.Context, r store.NameRead, head func(*stor
 
 // collect adds the keys of range responses to snap, without the store's
 // own bookkeeping.
-func (s *Store) collect(snap *store.Snapshot, responses []*pb.ResponseOp) {
+func (s *Store) collect(snap *store.Snapshot, responses []responseOp) {
 	for _, r := range responses {
-		for _, kv := range r.GetResponseRange().Kvs {
+		if r.Range == nil {
+			continue
+		}
+		for _, kv := range r.Range.Kvs {
 			key := strings.TrimPrefix(string(kv.Key), s.prefix)
 			if strings.HasPrefix(key, markerPrefix) {
 				continue
@@ -201,18 +193,18 @@ func (s *Store) collect(snap *store.Snapshot, responses []*pb.ResponseOp) {
 
 // gets are point reads of keys at rev (0: the current revision), their
 // keys laid out in one buffer.
-func (s *Store) gets(keys []string, rev int64) []*pb.RequestOp {
+func (s *Store) gets(keys []string, rev int64) []requestOp {
 	size := 0
 	for _, k := range keys {
 		size += len(s.prefix) + len(k)
 	}
 	buf := make([]byte, 0, size)
-	ranges := make([]pb.RangeRequest, len(keys))
-	ops := make([]*pb.RequestOp, len(keys))
+	ranges := make([]rangeRequest, len(keys))
+	ops := make([]requestOp, len(keys))
 	for i, k := range keys {
 		at := len(buf)
 		buf = append(append(buf, s.prefix...), k...)
-		ranges[i] = pb.RangeRequest{Key: buf[at:len(buf):len(buf)], Revision: rev}
+		ranges[i] = rangeRequest{Key: buf[at:len(buf):len(buf)], Revision: rev}
 		ops[i] = rangeOp(&ranges[i])
 	}
 	return ops
@@ -221,9 +213,30 @@ func (s *Store) gets(keys []string, rev int64) []*pb.RequestOp {
 // prefixSpan is the key range of everything under prefix p.
 func (s *Store) prefixSpan(p string) (key, end []byte) {
 	key = []byte(s.prefix + p)
-	return key, []byte(clientv3.GetPrefixRangeEnd(string(key)))
+	return key, prefixEnd(key)
 }
 
-func rangeOp(r *pb.RangeRequest) *pb.RequestOp {
-	return &pb.RequestOp{Request: &pb.RequestOp_RequestRange{RequestRange: r}}
+// prefixEnd is the end of the range of every key starting with key (as
+// clientv3.GetPrefixRangeEnd computes it): key with its last byte below
+// 0xff incremented and what follows dropped; "\x00" (every key) when all
+// its bytes are 0xff.
+func prefixEnd(key []byte) []byte {
+	end := append([]byte{}, key...)
+	for i := len(end) - 1; i >= 0; i-- {
+		if end[i] < 0xff {
+			end[i]++
+			return end[:i+1]
+		}
+	}
+	return []byte{0}
+}
+
+func rangeOp(r *rangeRequest) requestOp { return requestOp{Range: r} }
+
+// countOf is the count a range read answered.
+func countOf(r responseOp) int64 {
+	if r.Range == nil {
+		return 0
+	}
+	return r.Range.Count
 }

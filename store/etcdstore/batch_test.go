@@ -127,7 +127,7 @@ func TestReadNames(t *testing.T) {
 			}, func(snap *store.Snapshot, idx []int) error {
 				for _, i := range idx {
 					key := "/k/" + names[i]
-					then, err := s.Client().Get(ctx, s.Prefix()+key, clientv3.WithRev(rev))
+					then, err := storetest.SharedEtcd(t).Client(t).Get(ctx, s.Prefix()+key, clientv3.WithRev(rev))
 					require.NoError(t, err)
 					require.Len(t, then.Kvs, 1)
 					require.Equal(t, string(then.Kvs[0].Value), string(snap.Items[key].Value), key)

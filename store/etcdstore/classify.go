@@ -5,8 +5,6 @@ import (
 	"fmt"
 	"strings"
 
-	"go.etcd.io/etcd/api/v3/v3rpc/rpctypes"
-
 	"github.com/eru-extend/resources/types"
 )
 
@@ -23,13 +21,13 @@ func refusedCredentials(endpoint string, err error) error {
 		why   string
 	)
 	switch {
-	case errors.Is(err, rpctypes.ErrAuthFailed), errors.Is(err, rpctypes.ErrGRPCAuthFailed):
+	case errors.Is(err, errAuthFailed):
 		class, why = types.Unauthenticated, "authentication failed: the user name or password is wrong (etcd.auth.username, etcd.auth.password)"
-	case errors.Is(err, rpctypes.ErrUserEmpty), errors.Is(err, rpctypes.ErrGRPCUserEmpty):
+	case errors.Is(err, errUserEmpty):
 		class, why = types.Unauthenticated, "etcd requires a user name and password, and none is configured (etcd.auth.username, etcd.auth.password)"
-	case errors.Is(err, rpctypes.ErrInvalidAuthToken), errors.Is(err, rpctypes.ErrGRPCInvalidAuthToken):
+	case errors.Is(err, errInvalidAuthToken):
 		class, why = types.Unauthenticated, "etcd refused the client's auth token"
-	case errors.Is(err, rpctypes.ErrPermissionDenied), errors.Is(err, rpctypes.ErrGRPCPermissionDenied):
+	case errors.Is(err, errPermissionDenied):
 		class, why = types.PermissionDenied, "permission denied: the etcd user has no role granting this on the key prefix (etcd.prefix)"
 	default:
 		return nil

@@ -6,7 +6,6 @@ import (
 	"testing"
 
 	"github.com/stretchr/testify/require"
-	"go.etcd.io/etcd/api/v3/v3rpc/rpctypes"
 
 	"github.com/eru-extend/resources/types"
 )
@@ -18,11 +17,11 @@ func TestRefusedCredentials(t *testing.T) {
 		class types.Class
 		want  string
 	}{
-		{"a wrong password", rpctypes.ErrAuthFailed, types.Unauthenticated, "authentication failed: the user name or password is wrong"},
-		{"a wrong password as gRPC sends it", rpctypes.ErrGRPCAuthFailed, types.Unauthenticated, "authentication failed"},
-		{"no user name on an etcd with auth on", rpctypes.ErrUserEmpty, types.Unauthenticated, "etcd requires a user name and password"},
-		{"a token etcd no longer accepts", fmt.Errorf("get: %w", rpctypes.ErrInvalidAuthToken), types.Unauthenticated, "etcd refused the client's auth token"},
-		{"a user without a role on the prefix", rpctypes.ErrPermissionDenied, types.PermissionDenied, "permission denied: the etcd user has no role"},
+		{"a wrong password", errAuthFailed, types.Unauthenticated, "authentication failed: the user name or password is wrong"},
+		{"a wrong password, wrapped", fmt.Errorf("call: %w", errAuthFailed), types.Unauthenticated, "authentication failed"},
+		{"no user name on an etcd with auth on", errUserEmpty, types.Unauthenticated, "etcd requires a user name and password"},
+		{"a token etcd no longer accepts", fmt.Errorf("get: %w", errInvalidAuthToken), types.Unauthenticated, "etcd refused the client's auth token"},
+		{"a user without a role on the prefix", errPermissionDenied, types.PermissionDenied, "permission denied: the etcd user has no role"},
 	} {
 		t.Run(c.name+" is "+string(c.class), func(t *testing.T) {
 			err := refusedCredentials("http://e:2379", c.err)
@@ -32,7 +31,8 @@ func TestRefusedCredentials(t *testing.T) {
 	}
 	t.Run("anything else is not a refusal of credentials", func(t *testing.T) {
 		require.NoError(t, refusedCredentials("e", errors.New("connection reset by peer")))
-		require.NoError(t, refusedCredentials("e", rpctypes.ErrTimeout))
+		require.NoError(t, refusedCredentials("e", errTimeout))
+		require.NoError(t, refusedCredentials("e", Status{codeInvalidArgument, "authentication failed"}), "not etcd's message")
 	})
 }
 

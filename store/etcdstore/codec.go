@@ -1,213 +1,142 @@
 package etcdstore
 
 import (
+	"encoding/binary"
 	"errors"
 	"unicode/utf8"
-
-	pb "go.etcd.io/etcd/api/v3/etcdserverpb"
-	"go.etcd.io/etcd/api/v3/mvccpb"
-	"google.golang.org/grpc/encoding"
-	grpcproto "google.golang.org/grpc/encoding/proto"
-	"google.golang.org/grpc/mem"
-	"google.golang.org/protobuf/encoding/protowire"
 )
 
-// wireCodec is grpc's protobuf codec with the messages of a plugin call —
-// a transaction and its answer, a lease grant and its answer — encoded and
-// decoded by hand on protowire, and every other message (and any form of
-// those it does not read exactly: an unknown field, a field given twice)
-// left to the protobuf runtime.
-//
-// Why: the protobuf runtime builds its reflection of a message type on the
-// type's first use, and of etcd's rpc.proto, the file every call's messages
-// live in, the first use builds the whole file's descriptors. In a process
-// that makes one call that was a tenth of a one-node call's CPU
-// (BENCHMARKS.md). The bytes are the runtime's own (FuzzWireCodec holds
-// the encodings byte for byte to proto.Marshal and the decodings to
-// proto.Unmarshal), so etcd sees no difference.
-type wireCodec struct{ runtime encoding.CodecV2 }
+// The messages of etcd's rpc.proto the store sends and reads, as small
+// structs of their own, encoded and decoded by hand: a plugin call makes one
+// or two calls, and the protobuf runtime (with grpc and clientv3) costs more
+// to initialise than the call itself (BENCHMARKS.md). The bytes are the
+// runtime's own: codec_test.go holds the encodings byte for byte to
+// proto.Marshal of etcd's generated types, and the decodings to
+// proto.Unmarshal.
 
-func newWireCodec() wireCodec { return wireCodec{runtime: encoding.GetCodecV2(grpcproto.Name)} }
+// Compare targets and results (etcdserverpb.Compare).
+const (
+	compareEqual  = 0
+	targetVersion = 0
+	targetCreate  = 1
+	targetMod     = 2
+)
 
-// Name is the runtime codec's: the content-subtype etcd is sent is
-// unchanged.
-func (wireCodec) Name() string { return grpcproto.Name }
-
-func (c wireCodec) Marshal(v any) (mem.BufferSlice, error) {
-	var (
-		b  []byte
-		ok bool
-	)
-	switch m := v.(type) {
-	case *pb.TxnRequest:
-		b, ok = appendTxnRequest(nil, m)
-	case *pb.LeaseGrantRequest:
-		b, ok = appendLeaseGrantRequest(nil, m), true
-	}
-	if !ok {
-		return c.runtime.Marshal(v)
-	}
-	return mem.BufferSlice{mem.SliceBuffer(b)}, nil
+// compare is one compare of a transaction: key's target (version, create or
+// mod revision) is, by result, value.
+type compare struct {
+	Result int32
+	Target int32
+	Key    []byte
+	Value  int64 // the revision or version compared with
 }
 
-func (c wireCodec) Unmarshal(data mem.BufferSlice, v any) error {
-	switch m := v.(type) {
-	case *pb.TxnResponse:
-		var got pb.TxnResponse
-		if decodeTxnResponse(data.Materialize(), &got) == nil {
-			moveTxnResponse(m, &got)
-			return nil
-		}
-	case *pb.LeaseGrantResponse:
-		var got pb.LeaseGrantResponse
-		if decodeLeaseGrantResponse(data.Materialize(), &got) == nil {
-			m.Header, m.ID, m.TTL, m.Error = got.Header, got.ID, got.TTL, got.Error
-			return nil
-		}
-	}
-	return c.runtime.Unmarshal(data, v)
+// rangeRequest is a range read (a point read when RangeEnd is empty).
+type rangeRequest struct {
+	Key, RangeEnd []byte
+	Revision      int64
+	CountOnly     bool
 }
 
-// moveTxnResponse sets m's fields to got's (a message holds a lock and must
-// not be copied whole).
-func moveTxnResponse(m, got *pb.TxnResponse) {
-	m.Header, m.Succeeded, m.Responses = got.Header, got.Succeeded, got.Responses
+// putRequest puts Value at Key, bound to Lease when it is not 0.
+type putRequest struct {
+	Key, Value []byte
+	Lease      int64
 }
 
-// Encoding. Fields go out in field-number order, then the oneof, scalars
-// and bytes only when not zero, a oneof's member whenever set, as the
-// runtime writes them. A message this encoder does not cover (a nested transaction) makes
-// the whole request the runtime's.
-
-func appendTxnRequest(b []byte, m *pb.TxnRequest) ([]byte, bool) {
-	for _, c := range m.Compare {
-		if c == nil {
-			return nil, false
-		}
-		inner, ok := appendCompare(nil, c)
-		if !ok {
-			return nil, false
-		}
-		b = appendMessage(b, 1, inner)
-	}
-	for i, ops := range [][]*pb.RequestOp{m.Success, m.Failure} {
-		for _, op := range ops {
-			if op == nil {
-				return nil, false
-			}
-			inner, ok := appendRequestOp(nil, op)
-			if !ok {
-				return nil, false
-			}
-			b = appendMessage(b, protowire.Number(2+i), inner)
-		}
-	}
-	return b, true
+// deleteRequest deletes Key (or the range up to RangeEnd).
+type deleteRequest struct {
+	Key, RangeEnd []byte
 }
 
-func appendCompare(b []byte, c *pb.Compare) ([]byte, bool) {
-	b = appendVarint(b, 1, uint64(c.Result))
-	b = appendVarint(b, 2, uint64(c.Target))
-	b = appendBytes(b, 3, c.Key)
-	// The runtime writes a oneof after the other fields.
-	b = appendBytes(b, 64, c.RangeEnd)
-	switch u := c.TargetUnion.(type) {
-	case nil:
-	case *pb.Compare_Version:
-		b = appendVarintAlways(b, 4, uint64(u.Version))
-	case *pb.Compare_CreateRevision:
-		b = appendVarintAlways(b, 5, uint64(u.CreateRevision))
-	case *pb.Compare_ModRevision:
-		b = appendVarintAlways(b, 6, uint64(u.ModRevision))
-	case *pb.Compare_Value:
-		b = appendMessage(b, 7, u.Value)
-	case *pb.Compare_Lease:
-		b = appendVarintAlways(b, 8, uint64(u.Lease))
-	default:
-		return nil, false
-	}
-	return b, true
+// requestOp is one operation of a transaction: exactly one field is set.
+type requestOp struct {
+	Range  *rangeRequest
+	Put    *putRequest
+	Delete *deleteRequest
 }
 
-func appendRequestOp(b []byte, op *pb.RequestOp) ([]byte, bool) {
-	switch r := op.Request.(type) {
-	case *pb.RequestOp_RequestRange:
-		if r.RequestRange == nil {
-			return nil, false
-		}
-		return appendMessage(b, 1, appendRangeRequest(nil, r.RequestRange)), true
-	case *pb.RequestOp_RequestPut:
-		if r.RequestPut == nil {
-			return nil, false
-		}
-		return appendMessage(b, 2, appendPutRequest(nil, r.RequestPut)), true
-	case *pb.RequestOp_RequestDeleteRange:
-		if r.RequestDeleteRange == nil {
-			return nil, false
-		}
-		return appendMessage(b, 3, appendDeleteRangeRequest(nil, r.RequestDeleteRange)), true
-	case nil:
-		return b, true
-	}
-	return nil, false
+// txnRequest is a transaction.
+type txnRequest struct {
+	Compare          []compare
+	Success, Failure []requestOp
 }
 
-func appendRangeRequest(b []byte, r *pb.RangeRequest) []byte {
-	b = appendBytes(b, 1, r.Key)
-	b = appendBytes(b, 2, r.RangeEnd)
-	b = appendVarint(b, 3, uint64(r.Limit))
-	b = appendVarint(b, 4, uint64(r.Revision))
-	b = appendVarint(b, 5, uint64(r.SortOrder))
-	b = appendVarint(b, 6, uint64(r.SortTarget))
-	b = appendBool(b, 7, r.Serializable)
-	b = appendBool(b, 8, r.KeysOnly)
-	b = appendBool(b, 9, r.CountOnly)
-	b = appendVarint(b, 10, uint64(r.MinModRevision))
-	b = appendVarint(b, 11, uint64(r.MaxModRevision))
-	b = appendVarint(b, 12, uint64(r.MinCreateRevision))
-	return appendVarint(b, 13, uint64(r.MaxCreateRevision))
+// responseHeader is the header of every answer.
+type responseHeader struct {
+	ClusterID, MemberID uint64
+	Revision            int64
+	RaftTerm            uint64
 }
 
-func appendPutRequest(b []byte, r *pb.PutRequest) []byte {
-	b = appendBytes(b, 1, r.Key)
-	b = appendBytes(b, 2, r.Value)
-	b = appendVarint(b, 3, uint64(r.Lease))
-	b = appendBool(b, 4, r.PrevKv)
-	b = appendBool(b, 5, r.IgnoreValue)
-	return appendBool(b, 6, r.IgnoreLease)
+// keyValue is a key as a range reads it.
+type keyValue struct {
+	Key, Value                           []byte
+	CreateRevision, ModRevision, Version int64
+	Lease                                int64
 }
 
-func appendDeleteRangeRequest(b []byte, r *pb.DeleteRangeRequest) []byte {
-	b = appendBytes(b, 1, r.Key)
-	b = appendBytes(b, 2, r.RangeEnd)
-	return appendBool(b, 3, r.PrevKv)
+// rangeResponse is the answer of a range read.
+type rangeResponse struct {
+	Kvs   []keyValue
+	More  bool
+	Count int64
 }
 
-func appendLeaseGrantRequest(b []byte, r *pb.LeaseGrantRequest) []byte {
-	b = appendVarint(b, 1, uint64(r.TTL))
-	return appendVarint(b, 2, uint64(r.ID))
+// responseOp is the answer of one operation: Range is set for a range read
+// and nil for a put or a delete (their answers are not used).
+type responseOp struct {
+	Range *rangeResponse
 }
 
-func appendVarint(b []byte, num protowire.Number, v uint64) []byte {
+// txnResponse is the answer of a transaction.
+type txnResponse struct {
+	Header    responseHeader
+	Succeeded bool
+	Responses []responseOp
+}
+
+// leaseGrantResponse is the answer of a lease grant.
+type leaseGrantResponse struct {
+	ID, TTL int64
+	Error   string
+}
+
+// Encoding. Fields go out in field-number order, then a oneof, scalars and
+// bytes only when not zero, a oneof's member whenever set, as the runtime
+// writes them.
+
+// Wire types.
+const (
+	wireVarint = 0
+	wireI64    = 1
+	wireBytes  = 2
+	wireI32    = 5
+)
+
+func appendTag(b []byte, num, typ int) []byte {
+	return binary.AppendUvarint(b, uint64(num)<<3|uint64(typ))
+}
+
+func appendVarint(b []byte, num int, v uint64) []byte {
 	if v == 0 {
 		return b
 	}
 	return appendVarintAlways(b, num, v)
 }
 
-func appendVarintAlways(b []byte, num protowire.Number, v uint64) []byte {
-	b = protowire.AppendTag(b, num, protowire.VarintType)
-	return protowire.AppendVarint(b, v)
+func appendVarintAlways(b []byte, num int, v uint64) []byte {
+	return binary.AppendUvarint(appendTag(b, num, wireVarint), v)
 }
 
-func appendBool(b []byte, num protowire.Number, v bool) []byte {
+func appendBool(b []byte, num int, v bool) []byte {
 	if !v {
 		return b
 	}
 	return appendVarintAlways(b, num, 1)
 }
 
-func appendBytes(b []byte, num protowire.Number, v []byte) []byte {
+func appendBytes(b []byte, num int, v []byte) []byte {
 	if len(v) == 0 {
 		return b
 	}
@@ -216,47 +145,147 @@ func appendBytes(b []byte, num protowire.Number, v []byte) []byte {
 
 // appendMessage appends a length-delimited field whatever its length (an
 // embedded message, a oneof member).
-func appendMessage(b []byte, num protowire.Number, v []byte) []byte {
-	b = protowire.AppendTag(b, num, protowire.BytesType)
-	return protowire.AppendBytes(b, v)
+func appendMessage(b []byte, num int, v []byte) []byte {
+	b = binary.AppendUvarint(appendTag(b, num, wireBytes), uint64(len(v)))
+	return append(b, v...)
 }
 
-// Decoding. Values are read as the runtime reads them (last scalar wins,
-// repeated fields append); anything else — an unknown field, a wire type
-// the field does not have, an embedded message or oneof given twice (the
-// runtime merges those), a string that is not UTF-8 (the runtime refuses
-// it) — is errNotExact, and the runtime decodes the message instead. Byte
-// fields alias the buffer decoded, which the caller owns.
+func appendTxnRequest(b []byte, m *txnRequest) []byte {
+	for i := range m.Compare {
+		b = appendMessage(b, 1, appendCompare(nil, &m.Compare[i]))
+	}
+	for i, ops := range [][]requestOp{m.Success, m.Failure} {
+		for j := range ops {
+			b = appendMessage(b, 2+i, appendRequestOp(nil, &ops[j]))
+		}
+	}
+	return b
+}
 
-var errNotExact = errors.New("etcdstore: not a form the wire codec reads")
+func appendCompare(b []byte, c *compare) []byte {
+	b = appendVarint(b, 1, uint64(c.Result))
+	b = appendVarint(b, 2, uint64(c.Target))
+	b = appendBytes(b, 3, c.Key)
+	// The target's member of the oneof: version 4, create revision 5, mod
+	// revision 6 (value 7 and lease 8 are not used).
+	return appendVarintAlways(b, 4+int(c.Target), uint64(c.Value))
+}
+
+func appendRequestOp(b []byte, op *requestOp) []byte {
+	switch {
+	case op.Range != nil:
+		r := op.Range
+		var in []byte
+		in = appendBytes(in, 1, r.Key)
+		in = appendBytes(in, 2, r.RangeEnd)
+		in = appendVarint(in, 4, uint64(r.Revision))
+		in = appendBool(in, 9, r.CountOnly)
+		return appendMessage(b, 1, in)
+	case op.Put != nil:
+		r := op.Put
+		var in []byte
+		in = appendBytes(in, 1, r.Key)
+		in = appendBytes(in, 2, r.Value)
+		in = appendVarint(in, 3, uint64(r.Lease))
+		return appendMessage(b, 2, in)
+	case op.Delete != nil:
+		r := op.Delete
+		var in []byte
+		in = appendBytes(in, 1, r.Key)
+		in = appendBytes(in, 2, r.RangeEnd)
+		return appendMessage(b, 3, in)
+	}
+	return b
+}
+
+func appendLeaseGrantRequest(b []byte, ttl int64) []byte {
+	return appendVarint(b, 1, uint64(ttl))
+}
+
+func appendAuthenticateRequest(b []byte, name, password string) []byte {
+	b = appendBytes(b, 1, []byte(name))
+	return appendBytes(b, 2, []byte(password))
+}
+
+// Decoding. Values are read as the runtime reads them: the last of a scalar
+// given twice wins, repeated fields append, an embedded message given twice
+// is merged; unknown fields, and known ones of another wire type, are
+// skipped. Byte fields alias the buffer decoded, which the caller owns.
+
+var errMalformed = errors.New("etcdstore: malformed message")
+
+// Wire types of groups (deprecated, never in etcd's messages, but skipped
+// as unknown fields).
+const (
+	wireStartGroup = 3
+	wireEndGroup   = 4
+)
 
 // field is one field of a message as read off the wire.
 type field struct {
-	num   protowire.Number
-	typ   protowire.Type
+	num   int
+	typ   int
 	v     uint64 // a varint's value
 	bytes []byte // a length-delimited field's contents
+}
+
+// consumeField reads the field at the start of b and returns it and its
+// length.
+func consumeField(b []byte) (field, int) {
+	tag, n := binary.Uvarint(b)
+	if n <= 0 || tag>>3 == 0 || tag>>3 > 1<<29-1 {
+		return field{}, -1
+	}
+	f := field{num: int(tag >> 3), typ: int(tag & 7)}
+	rest := b[n:]
+	m := -1
+	switch f.typ {
+	case wireVarint:
+		if f.v, m = binary.Uvarint(rest); m == 0 {
+			m = -1
+		}
+	case wireBytes:
+		l, k := binary.Uvarint(rest)
+		if k > 0 && l <= uint64(len(rest)-k) {
+			f.bytes, m = rest[k:k+int(l)], k+int(l)
+		}
+	case wireI64:
+		if len(rest) >= 8 {
+			m = 8
+		}
+	case wireI32:
+		if len(rest) >= 4 {
+			m = 4
+		}
+	case wireEndGroup:
+		m = 0
+	case wireStartGroup:
+		for at := 0; at < len(rest); {
+			g, k := consumeField(rest[at:])
+			if k < 0 {
+				break
+			}
+			at += k
+			if g.typ == wireEndGroup {
+				if g.num == f.num {
+					m = at
+				}
+				break
+			}
+		}
+	}
+	if m < 0 {
+		return field{}, -1
+	}
+	return f, n + m
 }
 
 // eachField calls fn for each field of message b in order.
 func eachField(b []byte, fn func(f field) error) error {
 	for len(b) > 0 {
-		num, typ, n := protowire.ConsumeTag(b)
-		if n < 0 {
-			return errNotExact
-		}
-		b = b[n:]
-		f := field{num: num, typ: typ}
-		switch typ {
-		case protowire.VarintType:
-			f.v, n = protowire.ConsumeVarint(b)
-		case protowire.BytesType:
-			f.bytes, n = protowire.ConsumeBytes(b)
-		default:
-			return errNotExact
-		}
-		if n < 0 {
-			return errNotExact
+		f, n := consumeField(b)
+		if n < 0 || f.typ == wireEndGroup {
+			return errMalformed
 		}
 		b = b[n:]
 		if err := fn(f); err != nil {
@@ -266,206 +295,146 @@ func eachField(b []byte, fn func(f field) error) error {
 	return nil
 }
 
-func (f field) varint() (uint64, error) {
-	if f.typ != protowire.VarintType {
-		return 0, errNotExact
-	}
-	return f.v, nil
-}
+func (f field) isVarint() bool  { return f.typ == wireVarint }
+func (f field) isMessage() bool { return f.typ == wireBytes }
 
-func (f field) int64() (int64, error) {
-	v, err := f.varint()
-	return int64(v), err
-}
-
-func (f field) bool() (bool, error) {
-	v, err := f.varint()
-	return v != 0, err
-}
-
-func (f field) message() ([]byte, error) {
-	if f.typ != protowire.BytesType {
-		return nil, errNotExact
-	}
-	return f.bytes, nil
-}
-
-func decodeTxnResponse(b []byte, m *pb.TxnResponse) error {
-	return eachField(b, func(f field) (err error) {
-		switch f.num {
-		case 1:
-			m.Header, err = decodeHeaderOnce(f, m.Header)
-		case 2:
-			m.Succeeded, err = f.bool()
-		case 3:
-			var inner []byte
-			if inner, err = f.message(); err != nil {
+func decodeTxnResponse(b []byte, m *txnResponse) error {
+	return eachField(b, func(f field) error {
+		switch {
+		case f.num == 1 && f.isMessage():
+			return decodeHeader(f.bytes, &m.Header)
+		case f.num == 2 && f.isVarint():
+			m.Succeeded = f.v != 0
+		case f.num == 3 && f.isMessage():
+			var op responseOp
+			if err := decodeResponseOp(f.bytes, &op); err != nil {
 				return err
 			}
-			op := &pb.ResponseOp{}
-			if err = decodeResponseOp(inner, op); err == nil {
-				m.Responses = append(m.Responses, op)
-			}
-		default:
-			err = errNotExact
+			m.Responses = append(m.Responses, op)
 		}
-		return err
+		return nil
 	})
 }
 
-// decodeHeaderOnce reads a response header that must not have been read
-// before.
-func decodeHeaderOnce(f field, had *pb.ResponseHeader) (*pb.ResponseHeader, error) {
-	inner, err := f.message()
-	if err != nil || had != nil {
-		return nil, errNotExact
-	}
-	h := &pb.ResponseHeader{}
-	return h, eachField(inner, func(f field) (err error) {
-		switch f.num {
-		case 1:
-			h.ClusterId, err = f.varint()
-		case 2:
-			h.MemberId, err = f.varint()
-		case 3:
-			h.Revision, err = f.int64()
-		case 4:
-			h.RaftTerm, err = f.varint()
-		default:
-			err = errNotExact
-		}
-		return err
-	})
-}
-
-func decodeResponseOp(b []byte, op *pb.ResponseOp) error {
+func decodeHeader(b []byte, h *responseHeader) error {
 	return eachField(b, func(f field) error {
-		inner, err := f.message()
-		if err != nil || op.Response != nil {
-			return errNotExact
+		if !f.isVarint() {
+			return nil
 		}
 		switch f.num {
 		case 1:
-			r := &pb.RangeResponse{}
-			op.Response = &pb.ResponseOp_ResponseRange{ResponseRange: r}
-			return decodeRangeResponse(inner, r)
+			h.ClusterID = f.v
 		case 2:
-			r := &pb.PutResponse{}
-			op.Response = &pb.ResponseOp_ResponsePut{ResponsePut: r}
-			return decodePutResponse(inner, r)
+			h.MemberID = f.v
 		case 3:
-			r := &pb.DeleteRangeResponse{}
-			op.Response = &pb.ResponseOp_ResponseDeleteRange{ResponseDeleteRange: r}
-			return decodeDeleteRangeResponse(inner, r)
-		}
-		return errNotExact
-	})
-}
-
-func decodeRangeResponse(b []byte, r *pb.RangeResponse) error {
-	return eachField(b, func(f field) (err error) {
-		switch f.num {
-		case 1:
-			r.Header, err = decodeHeaderOnce(f, r.Header)
-		case 2:
-			var kv *mvccpb.KeyValue
-			if kv, err = decodeKeyValue(f); err == nil {
-				r.Kvs = append(r.Kvs, kv)
-			}
-		case 3:
-			r.More, err = f.bool()
+			h.Revision = int64(f.v)
 		case 4:
-			r.Count, err = f.int64()
-		default:
-			err = errNotExact
+			h.RaftTerm = f.v
 		}
-		return err
+		return nil
 	})
 }
 
-func decodePutResponse(b []byte, r *pb.PutResponse) error {
-	return eachField(b, func(f field) (err error) {
+// skipMessage checks that b is a well-formed message whose contents are not
+// kept (its own embedded messages are not looked into).
+func skipMessage(b []byte) error {
+	return eachField(b, func(field) error { return nil })
+}
+
+func decodeResponseOp(b []byte, op *responseOp) error {
+	return eachField(b, func(f field) error {
+		if !f.isMessage() {
+			return nil
+		}
 		switch f.num {
 		case 1:
-			r.Header, err = decodeHeaderOnce(f, r.Header)
-		case 2:
-			if r.PrevKv != nil {
-				return errNotExact
+			if op.Range == nil {
+				op.Range = &rangeResponse{} // a member given twice is merged
 			}
-			r.PrevKv, err = decodeKeyValue(f)
-		default:
-			err = errNotExact
+			return decodeRangeResponse(f.bytes, op.Range)
+		case 2, 3, 4: // a put's, a delete's or a nested transaction's answer
+			op.Range = nil
+			return skipMessage(f.bytes)
 		}
-		return err
+		return nil
 	})
 }
 
-func decodeDeleteRangeResponse(b []byte, r *pb.DeleteRangeResponse) error {
+func decodeRangeResponse(b []byte, r *rangeResponse) error {
+	return eachField(b, func(f field) error {
+		switch {
+		case f.num == 1 && f.isMessage():
+			return skipMessage(f.bytes)
+		case f.num == 2 && f.isMessage():
+			var kv keyValue
+			if err := decodeKeyValue(f.bytes, &kv); err != nil {
+				return err
+			}
+			r.Kvs = append(r.Kvs, kv)
+		case f.num == 3 && f.isVarint():
+			r.More = f.v != 0
+		case f.num == 4 && f.isVarint():
+			r.Count = int64(f.v)
+		}
+		return nil
+	})
+}
+
+func decodeKeyValue(b []byte, kv *keyValue) error {
+	return eachField(b, func(f field) error {
+		switch {
+		case f.num == 1 && f.isMessage():
+			kv.Key = f.bytes
+		case f.num == 5 && f.isMessage():
+			kv.Value = f.bytes
+		case !f.isVarint():
+		case f.num == 2:
+			kv.CreateRevision = int64(f.v)
+		case f.num == 3:
+			kv.ModRevision = int64(f.v)
+		case f.num == 4:
+			kv.Version = int64(f.v)
+		case f.num == 6:
+			kv.Lease = int64(f.v)
+		}
+		return nil
+	})
+}
+
+func decodeLeaseGrantResponse(b []byte, r *leaseGrantResponse) error {
 	return eachField(b, func(f field) (err error) {
-		switch f.num {
-		case 1:
-			r.Header, err = decodeHeaderOnce(f, r.Header)
-		case 2:
-			r.Deleted, err = f.int64()
-		case 3:
-			var kv *mvccpb.KeyValue
-			if kv, err = decodeKeyValue(f); err == nil {
-				r.PrevKvs = append(r.PrevKvs, kv)
-			}
-		default:
-			err = errNotExact
+		switch {
+		case f.num == 1 && f.isMessage():
+			err = skipMessage(f.bytes)
+		case f.num == 2 && f.isVarint():
+			r.ID = int64(f.v)
+		case f.num == 3 && f.isVarint():
+			r.TTL = int64(f.v)
+		case f.num == 4 && f.isMessage():
+			r.Error, err = f.string()
 		}
 		return err
 	})
 }
 
-func decodeKeyValue(f field) (*mvccpb.KeyValue, error) {
-	inner, err := f.message()
-	if err != nil {
-		return nil, err
+// decodeAuthenticateResponse reads the token of an Authenticate answer.
+func decodeAuthenticateResponse(b []byte) (token string, err error) {
+	return token, eachField(b, func(f field) (err error) {
+		switch {
+		case f.num == 1 && f.isMessage():
+			err = skipMessage(f.bytes)
+		case f.num == 2 && f.isMessage():
+			token, err = f.string()
+		}
+		return err
+	})
+}
+
+// string reads a proto3 string, which the runtime refuses when it is not
+// UTF-8.
+func (f field) string() (string, error) {
+	if !utf8.Valid(f.bytes) {
+		return "", errMalformed
 	}
-	kv := &mvccpb.KeyValue{}
-	return kv, eachField(inner, func(f field) (err error) {
-		switch f.num {
-		case 1:
-			kv.Key, err = f.message()
-		case 2:
-			kv.CreateRevision, err = f.int64()
-		case 3:
-			kv.ModRevision, err = f.int64()
-		case 4:
-			kv.Version, err = f.int64()
-		case 5:
-			kv.Value, err = f.message()
-		case 6:
-			kv.Lease, err = f.int64()
-		default:
-			err = errNotExact
-		}
-		return err
-	})
-}
-
-func decodeLeaseGrantResponse(b []byte, r *pb.LeaseGrantResponse) error {
-	return eachField(b, func(f field) (err error) {
-		switch f.num {
-		case 1:
-			r.Header, err = decodeHeaderOnce(f, r.Header)
-		case 2:
-			r.ID, err = f.int64()
-		case 3:
-			r.TTL, err = f.int64()
-		case 4:
-			var s []byte
-			if s, err = f.message(); err == nil {
-				if !utf8.Valid(s) {
-					return errNotExact
-				}
-				r.Error = string(s)
-			}
-		default:
-			err = errNotExact
-		}
-		return err
-	})
+	return string(f.bytes), nil
 }

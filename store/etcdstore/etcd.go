@@ -1,5 +1,8 @@
-// Package etcdstore implements store.Store on an etcd cluster with clientv3:
-// consistent reads are one read-only transaction, writes are one transaction
+// Package etcdstore implements store.Store on an etcd cluster, speaking
+// etcd's gRPC protocol over net/http's HTTP/2 (client.go) with messages it
+// encodes itself (codec.go): no grpc, clientv3 or protobuf runtime, whose
+// initialisation would cost a one-call plugin process more than its call.
+// Consistent reads are one read-only transaction, writes are one transaction
 // whose compares name the mod revision of every key read, and whose outcome
 // is resolved when its answer is lost (see outcome.go), so that a failure
 // reported is one that did not and will not land.
@@ -14,16 +17,6 @@ import (
 	"strings"
 	"sync"
 	"time"
-
-	"go.etcd.io/etcd/api/v3/v3rpc/rpctypes"
-	"go.etcd.io/etcd/client/pkg/v3/transport"
-	clientv3 "go.etcd.io/etcd/client/v3"
-	"go.uber.org/zap"
-	"google.golang.org/grpc"
-	"google.golang.org/grpc/codes"
-	"google.golang.org/grpc/connectivity"
-	"google.golang.org/grpc/grpclog"
-	"google.golang.org/grpc/status"
 
 	"github.com/eru-extend/resources/store"
 	"github.com/eru-extend/resources/types"
@@ -47,24 +40,17 @@ const MaxTxnOps = 128
 
 // Store is a store.Store on etcd.
 type Store struct {
-	client   *clientv3.Client
+	client   *client
+	cfg      Config
 	prefix   string
 	endpoint string // for error messages
 	dial     time.Duration
 	tls      *tls.Config
 }
 
-// QuietGRPC silences grpc's process-wide logger: grpc would otherwise print
-// connection warnings on stderr, which core reads as part of the answer.
-// It is a process option: a main calls it first thing, and a test process
-// that runs grpc servers too (an in-process etcd) calls it before starting
-// them, for grpc's logger may only be set while no grpc code runs.
-func QuietGRPC() { grpclog.SetLoggerV2(silentLogger{}) }
-
-// Open connects to etcd and waits until the connection is up or the dial
-// timeout has passed, so that a dead etcd fails fast with its address. It
-// leaves grpc's process-wide logger as it is: a process whose stderr is an
-// answer (a plugin) calls QuietGRPC first.
+// Open makes a client of the endpoints; it connects lazily, at the first
+// call. With a user name and password it authenticates first, within the
+// dial timeout, so that wrong credentials fail here.
 func Open(ctx context.Context, cfg Config) (*Store, error) {
 	endpoint := strings.Join(cfg.Endpoints, ",")
 	switch {
@@ -73,37 +59,35 @@ func Open(ctx context.Context, cfg Config) (*Store, error) {
 	case cfg.Username == "" && cfg.Password != "":
 		return nil, types.Invalid("etcd %s: etcd.auth.username is missing (etcd.auth.password is set)", endpoint)
 	}
-	ccfg := clientv3.Config{
-		Endpoints:   cfg.Endpoints,
-		DialTimeout: cfg.DialTimeout,
-		Username:    cfg.Username,
-		Password:    cfg.Password,
-		Logger:      zap.NewNop(),
-		Context:     ctx,
-		// A call's transaction and lease grant skip the protobuf
-		// runtime's first-use setup (see wireCodec).
-		DialOptions: []grpc.DialOption{grpc.WithDefaultCallOptions(grpc.ForceCodecV2(newWireCodec()))},
-	}
+	var tlsCfg *tls.Config
 	if cfg.CA != "" || cfg.Cert != "" || cfg.Key != "" {
-		info := transport.TLSInfo{CertFile: cfg.Cert, KeyFile: cfg.Key, TrustedCAFile: cfg.CA}
-		tlsCfg, err := info.ClientConfig()
-		if err != nil {
+		var err error
+		if tlsCfg, err = loadTLS(cfg.CA, cfg.Cert, cfg.Key); err != nil {
 			return nil, types.Wrap(types.InvalidArgument, err, "etcd TLS files")
 		}
-		ccfg.TLS = tlsCfg
 	}
-	client, err := clientv3.New(ccfg)
+	c, err := newClient(cfg.Endpoints, tlsCfg, cfg.DialTimeout)
 	if err != nil {
-		return nil, classify(endpoint, err)
+		return nil, types.Wrap(types.InvalidArgument, err, "etcd "+endpoint)
 	}
-	return &Store{client: client, prefix: strings.TrimSuffix(cfg.Prefix, "/"), endpoint: endpoint, dial: cfg.DialTimeout, tls: ccfg.TLS}, nil
+	c.username, c.password = cfg.Username, cfg.Password
+	s := &Store{client: c, cfg: cfg, prefix: strings.TrimSuffix(cfg.Prefix, "/"), endpoint: endpoint, dial: cfg.DialTimeout, tls: tlsCfg}
+	if cfg.Username != "" {
+		actx, cancel := s.bound(ctx)
+		defer cancel()
+		if err := c.authenticate(actx); err != nil {
+			c.close()
+			return nil, s.fail(err)
+		}
+	}
+	return s, nil
 }
 
 // bound gives a call made before the connection is up no longer than the
 // dial timeout: the client connects lazily and would otherwise wait for a
 // dead etcd until the call's own deadline.
 func (s *Store) bound(ctx context.Context) (context.Context, context.CancelFunc) {
-	if s.dial <= 0 || s.client.ActiveConnection().GetState() == connectivity.Ready {
+	if s.dial <= 0 || s.client.live() {
 		return ctx, func() {}
 	}
 	return context.WithTimeout(ctx, s.dial)
@@ -129,30 +113,31 @@ func (s *Store) cause(err error) error {
 	if !errors.Is(err, context.DeadlineExceeded) && !errors.Is(err, context.Canceled) {
 		return reason(err)
 	}
-	if s.client.ActiveConnection().GetState() != connectivity.Ready {
-		why := diagnose(s.client.Endpoints(), s.tls, probeTimeout)
+	if !s.client.live() {
+		why := diagnose(s.cfg.Endpoints, s.tls, probeTimeout)
 		return fmt.Errorf("unreachable: no connection within %s: %s", s.dial, why)
 	}
 	return errors.New("no answer in time")
 }
 
-// Client is the underlying etcd client (the serve daemon's watch cache
-// watches on it).
-func (s *Store) Client() *clientv3.Client { return s.client }
+// Config is the configuration the store was opened with (the serve
+// daemon's watch cache makes its own client of it).
+func (s *Store) Config() Config { return s.cfg }
 
-// Close closes the connection.
-func (s *Store) Close() error { return s.client.Close() }
+// Close closes the connections.
+func (s *Store) Close() error {
+	s.client.close()
+	return nil
+}
 
 // Read implements store.Store: one read-only transaction of point gets and
 // prefix ranges; more operations than one transaction may hold are read in
 // further transactions pinned to the revision of the first.
 func (s *Store) Read(ctx context.Context, keys []string, prefixes []string) (*store.Snapshot, error) {
-	ops := make([]clientv3.Op, 0, len(keys)+len(prefixes))
-	for _, k := range keys {
-		ops = append(ops, clientv3.OpGet(s.prefix+k))
-	}
+	ops := s.gets(keys, 0)
 	for _, p := range prefixes {
-		ops = append(ops, clientv3.OpGet(s.prefix+p, clientv3.WithPrefix()))
+		key, end := s.prefixSpan(p)
+		ops = append(ops, requestOp{Range: &rangeRequest{Key: key, RangeEnd: end}})
 	}
 	snap := &store.Snapshot{Items: make(map[string]store.Item, len(keys))}
 	if len(ops) == 0 {
@@ -161,8 +146,8 @@ func (s *Store) Read(ctx context.Context, keys []string, prefixes []string) (*st
 	for start := 0; start < len(ops); start += MaxTxnOps {
 		chunk := ops[start:min(start+MaxTxnOps, len(ops))]
 		if snap.Revision != 0 {
-			for i := range chunk {
-				chunk[i] = pin(chunk[i], snap.Revision)
+			for _, op := range chunk {
+				op.Range.Revision = snap.Revision
 			}
 		}
 		resp, err := s.readTxn(ctx, chunk)
@@ -172,15 +157,7 @@ func (s *Store) Read(ctx context.Context, keys []string, prefixes []string) (*st
 		if snap.Revision == 0 {
 			snap.Revision = resp.Header.Revision
 		}
-		for _, r := range resp.Responses {
-			for _, kv := range r.GetResponseRange().Kvs {
-				key := strings.TrimPrefix(string(kv.Key), s.prefix)
-				if strings.HasPrefix(key, markerPrefix) {
-					continue // the store's own bookkeeping, not a record
-				}
-				snap.Items[key] = store.Item{Key: key, Value: kv.Value, ModRevision: kv.ModRevision}
-			}
-		}
+		s.collect(snap, resp.Responses)
 	}
 	return snap, nil
 }
@@ -195,13 +172,8 @@ const maxReadSends = 6
 // just now (no leader, a leader change, a lost connection): another try,
 // maybe on another member, may succeed.
 func transient(err error) bool {
-	return is(err,
-		rpctypes.ErrNoLeader, rpctypes.ErrGRPCNoLeader,
-		rpctypes.ErrLeaderChanged, rpctypes.ErrGRPCLeaderChanged,
-		rpctypes.ErrTimeout, rpctypes.ErrGRPCTimeout,
-		rpctypes.ErrTimeoutDueToLeaderFail, rpctypes.ErrGRPCTimeoutDueToLeaderFail,
-		rpctypes.ErrTimeoutDueToConnectionLost, rpctypes.ErrGRPCTimeoutDueToConnectionLost,
-	) || status.Code(err) == codes.Unavailable
+	return is(err, errNoLeader, errLeaderChanged, errTimeout, errTimeoutDueToLeaderFail, errTimeoutDueToConnectionLost) ||
+		codeOf(err) == codeUnavailable
 }
 
 // readTxn runs one read-only transaction. On a live connection, a read that
@@ -210,9 +182,10 @@ func transient(err error) bool {
 // stopped, or cut off from its leader, keeps its connections open and never
 // answers, while the others can. The first answer wins; a slow one is never
 // abandoned for a retry.
-func (s *Store) readTxn(ctx context.Context, ops []clientv3.Op) (*clientv3.TxnResponse, error) {
-	return hedged(s, ctx, func(ctx context.Context) (*clientv3.TxnResponse, error) {
-		return s.client.Txn(ctx).Then(ops...).Commit()
+func (s *Store) readTxn(ctx context.Context, ops []requestOp) (*txnResponse, error) {
+	req := appendTxnRequest(nil, &txnRequest{Success: ops})
+	return hedged(s, ctx, func(ctx context.Context) (*txnResponse, error) {
+		return s.txn(ctx, req)
 	})
 }
 
@@ -222,7 +195,7 @@ func (s *Store) readTxn(ctx context.Context, ops []clientv3.Op) (*clientv3.TxnRe
 func hedged[T any](s *Store, ctx context.Context, do func(context.Context) (T, error)) (T, error) {
 	var none T
 	deadline, ok := ctx.Deadline()
-	if !ok || s.client.ActiveConnection().GetState() != connectivity.Ready {
+	if !ok || !s.client.live() {
 		cctx, cancel := s.bound(ctx)
 		defer cancel()
 		return do(cctx)
@@ -284,14 +257,6 @@ func hedged[T any](s *Store, ctx context.Context, do func(context.Context) (T, e
 	}
 }
 
-func pin(op clientv3.Op, rev int64) clientv3.Op {
-	opts := []clientv3.OpOption{clientv3.WithRev(rev)}
-	if len(op.RangeBytes()) > 0 {
-		opts = append(opts, clientv3.WithRange(string(op.RangeBytes())))
-	}
-	return clientv3.OpGet(string(op.KeyBytes()), opts...)
-}
-
 // Txn implements store.Store as one resolved attempt (see Scope). A put
 // with a TTL is bound to a fresh lease of that many seconds (rounded up).
 func (s *Store) Txn(ctx context.Context, conds []store.Cond, ops []store.Op) error {
@@ -308,23 +273,14 @@ func (s *Store) TxnOrRead(ctx context.Context, conds []store.Cond, ops []store.O
 	return sc.Commit(sc.Context(), conds, ops, keys)
 }
 
-// classify turns a client error into an unavailable error naming the
-// endpoint; credentials are never part of it.
-func classify(endpoint string, err error) error {
-	if refused := refusedCredentials(endpoint, err); refused != nil {
-		return refused
-	}
-	return types.Wrap(types.Unavailable, reason(err), "etcd "+endpoint)
-}
-
 // reason says in plain words what a client error means.
 func reason(err error) error {
 	switch {
-	case is(err, rpctypes.ErrAuthFailed, rpctypes.ErrGRPCAuthFailed):
+	case is(err, errAuthFailed):
 		return errors.New("authentication failed (user name or password wrong)")
-	case is(err, rpctypes.ErrPermissionDenied, rpctypes.ErrGRPCPermissionDenied):
+	case is(err, errPermissionDenied):
 		return errors.New("permission denied")
-	case is(err, rpctypes.ErrUserEmpty, rpctypes.ErrGRPCUserEmpty):
+	case is(err, errUserEmpty):
 		return errors.New("etcd requires authentication: no user name and password were given (etcd.auth)")
 	}
 	return err

@@ -7,6 +7,8 @@ import (
 	"time"
 
 	"github.com/stretchr/testify/require"
+	clientv3 "go.etcd.io/etcd/client/v3"
+	"go.etcd.io/etcd/server/v3/embed"
 
 	"github.com/eru-extend/resources/store"
 	"github.com/eru-extend/resources/store/etcdstore"
@@ -75,4 +77,67 @@ func TestHalfTheCredentialsIsRefusedNamingTheMissingHalf(t *testing.T) {
 			require.NotContains(t, err.Error(), "secret")
 		})
 	}
+}
+
+func TestADeadEndpointBesideALiveOneIsPassedOver(t *testing.T) {
+	e := storetest.SharedEtcd(t)
+	for _, endpoints := range [][]string{{"http://127.0.0.1:1", e.Endpoint}, {e.Endpoint, "http://127.0.0.1:1"}} {
+		t.Run(fmt.Sprintf("with endpoints %v every call is answered", endpoints), func(t *testing.T) {
+			s, err := etcdstore.Open(context.Background(), etcdstore.Config{Endpoints: endpoints, Prefix: fmt.Sprintf("/failover-%d", time.Now().UnixNano()), DialTimeout: 2 * time.Second})
+			require.NoError(t, err)
+			defer s.Close()
+			for i := range 6 { // every call takes the next endpoint in turn
+				ctx, cancel := context.WithTimeout(context.Background(), 3*time.Second)
+				require.NoError(t, s.Txn(ctx, nil, []store.Op{{Key: "/k", Value: fmt.Append(nil, i)}}))
+				v, ok, err := store.Get(ctx, s, "/k")
+				cancel()
+				require.NoError(t, err)
+				require.True(t, ok)
+				require.Equal(t, fmt.Sprint(i), string(v))
+			}
+		})
+	}
+}
+
+func TestAnAuthTokenEtcdNoLongerTakesIsRenewed(t *testing.T) {
+	if testing.Short() {
+		t.Skip("waits for a token to expire")
+	}
+	e, err := storetest.StartEtcd(t.TempDir(), func(cfg *embed.Config) { cfg.AuthTokenTTL = 1 })
+	require.NoError(t, err)
+	t.Cleanup(e.Stop)
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+	defer cancel()
+	setup := e.Client(t)
+	for _, step := range []func() error{
+		func() error { _, err := setup.UserAdd(ctx, "root", "root-pw"); return err },
+		func() error { _, err := setup.UserGrantRole(ctx, "root", "root"); return err },
+		func() error { _, err := setup.UserAdd(ctx, "eru", "eru-pw"); return err },
+		func() error { _, err := setup.RoleAdd(ctx, "eru-rw"); return err },
+		func() error {
+			_, err := setup.RoleGrantPermission(ctx, "eru-rw", "/renew/", clientv3.GetPrefixRangeEnd("/renew/"), clientv3.PermissionType(clientv3.PermReadWrite))
+			return err
+		},
+		func() error { _, err := setup.UserGrantRole(ctx, "eru", "eru-rw"); return err },
+		func() error { _, err := setup.AuthEnable(ctx); return err },
+	} {
+		require.NoError(t, step())
+	}
+	s, err := etcdstore.Open(ctx, etcdstore.Config{Endpoints: []string{e.Endpoint}, Prefix: "/renew", Username: "eru", Password: "eru-pw", DialTimeout: 2 * time.Second})
+	require.NoError(t, err)
+	defer s.Close()
+	calls := etcdstore.Record(s)
+	require.NoError(t, s.Txn(ctx, nil, []store.Op{{Key: "/k", Value: []byte("1")}}))
+	time.Sleep(3 * time.Second) // the token expires after a second unused
+	require.NoError(t, s.Txn(ctx, nil, []store.Op{{Key: "/k", Value: []byte("2")}}), "written with a new token")
+	v, _, err := store.Get(ctx, s, "/k")
+	require.NoError(t, err)
+	require.Equal(t, "2", string(v))
+	authenticated := 0
+	for _, c := range calls() {
+		if c.Method == "/etcdserverpb.Auth/Authenticate" {
+			authenticated++
+		}
+	}
+	require.Equal(t, 1, authenticated, "authenticated again once, after the token expired")
 }

@@ -5,11 +5,6 @@ import (
 	"fmt"
 	"strings"
 
-	"google.golang.org/grpc/codes"
-	"google.golang.org/grpc/status"
-
-	"go.etcd.io/etcd/api/v3/v3rpc/rpctypes"
-
 	"github.com/eru-extend/resources/store"
 	"github.com/eru-extend/resources/types"
 )
@@ -39,14 +34,14 @@ func shapeOf(prefix string, conds []store.Cond, ops []store.Op) txnShape {
 	return sh
 }
 
-// tooLargeToSend reports whether the client's gRPC refused to send a
-// request above its size limit, so that nothing left the process: the
-// client sends at most 2 MiB (txnCallOptions), whatever etcd's
-// --max-request-bytes. (A server that could not send its answer says
-// "grpc: trying to send…" after applying the request: not this.)
+// tooLargeToSend reports whether the client refused to send a request above
+// its size limit, so that nothing left the process: the client sends at
+// most 2 MiB (sendLimit), whatever etcd's --max-request-bytes. (A server
+// that could not send its answer says "grpc: trying to send…" after
+// applying the request: not this.)
 func tooLargeToSend(err error) bool {
-	st, ok := status.FromError(err)
-	return ok && st.Code() == codes.ResourceExhausted && strings.HasPrefix(st.Message(), "trying to send message larger than max")
+	var st Status
+	return errors.As(err, &st) && st.Code == codeResourceExhausted && strings.HasPrefix(st.Message, tooLargeMessage)
 }
 
 // refusedSize classifies err when it is etcd refusing a transaction as too
@@ -55,9 +50,9 @@ func tooLargeToSend(err error) bool {
 func refusedSize(endpoint string, err error, sh txnShape) error {
 	var which string
 	switch {
-	case errors.Is(err, rpctypes.ErrTooManyOps), errors.Is(err, rpctypes.ErrGRPCTooManyOps):
+	case errors.Is(err, errTooManyOps):
 		which = "more operations"
-	case errors.Is(err, rpctypes.ErrRequestTooLarge), errors.Is(err, rpctypes.ErrGRPCRequestTooLarge), tooLargeToSend(err):
+	case errors.Is(err, errRequestTooLarge), tooLargeToSend(err):
 		which = "more bytes"
 	default:
 		return nil

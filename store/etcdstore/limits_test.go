@@ -5,9 +5,6 @@ import (
 	"testing"
 
 	"github.com/stretchr/testify/require"
-	"go.etcd.io/etcd/api/v3/v3rpc/rpctypes"
-	"google.golang.org/grpc/codes"
-	"google.golang.org/grpc/status"
 
 	"github.com/eru-extend/resources/store"
 	"github.com/eru-extend/resources/types"
@@ -21,9 +18,9 @@ func TestRefusedSize(t *testing.T) {
 		err  error
 		want string
 	}{
-		{"too many operations is resource_exhausted naming the operations limit", rpctypes.ErrGRPCTooManyOps, "more operations than etcd takes"},
-		{"a request too large is resource_exhausted naming the size limit", rpctypes.ErrGRPCRequestTooLarge, "more bytes than etcd takes"},
-		{"a request the client will not send is resource_exhausted naming the size limit", status.Errorf(codes.ResourceExhausted, "trying to send message larger than max (3145800 vs. 2097152)"), "more bytes than etcd takes"},
+		{"too many operations is resource_exhausted naming the operations limit", errTooManyOps, "more operations than etcd takes"},
+		{"a request too large is resource_exhausted naming the size limit", errRequestTooLarge, "more bytes than etcd takes"},
+		{"a request the client will not send is resource_exhausted naming the size limit", notSent{Status{codeResourceExhausted, "trying to send message larger than max (3145800 vs. 2097152)"}}, "more bytes than etcd takes"},
 	} {
 		t.Run(c.name, func(t *testing.T) {
 			err := refusedSize("http://e:2379", c.err, sh)
@@ -37,8 +34,8 @@ func TestRefusedSize(t *testing.T) {
 	}
 	t.Run("any other error is not classified here", func(t *testing.T) {
 		require.NoError(t, refusedSize("http://e:2379", errors.New("connection reset"), sh))
-		require.NoError(t, refusedSize("http://e:2379", rpctypes.ErrGRPCLeaseNotFound, sh))
-		require.NoError(t, refusedSize("http://e:2379", status.Errorf(codes.ResourceExhausted, "grpc: trying to send message larger than max (3145800 vs. 2097152)"), sh),
+		require.NoError(t, refusedSize("http://e:2379", errLeaseNotFound, sh))
+		require.NoError(t, refusedSize("http://e:2379", Status{codeResourceExhausted, "grpc: trying to send message larger than max (3145800 vs. 2097152)"}, sh),
 			"etcd could not send its answer: the request was applied")
 	})
 }

@@ -10,10 +10,6 @@ import (
 	"sync"
 	"time"
 
-	pb "go.etcd.io/etcd/api/v3/etcdserverpb"
-	"go.etcd.io/etcd/api/v3/v3rpc/rpctypes"
-	clientv3 "go.etcd.io/etcd/client/v3"
-
 	"github.com/eru-extend/resources/store"
 	"github.com/eru-extend/resources/types"
 )
@@ -70,11 +66,11 @@ func (s *Store) Scope(ctx context.Context) store.Scope {
 	sc.ttl = max(1, int64(math.Ceil(budget.Seconds()))) + 1
 	sc.wg.Go(func() {
 		defer close(sc.granted)
-		var lease *clientv3.LeaseGrantResponse
+		var lease *leaseGrantResponse
 		for try := 1; ; try++ {
 			gctx, cancel := s.bound(sc.actx)
 			var err error
-			lease, err = s.client.Grant(gctx, sc.ttl)
+			lease, err = s.grant(gctx, sc.ttl)
 			cancel()
 			if err == nil {
 				break
@@ -110,7 +106,7 @@ type scope struct {
 	wg       sync.WaitGroup
 
 	granted  chan struct{} // closed when the grant has answered
-	lease    clientv3.LeaseID
+	lease    int64
 	expires  time.Time
 	grantErr error
 
@@ -142,7 +138,7 @@ func (sc *scope) Commit(ctx context.Context, conds []store.Cond, ops []store.Op,
 	sc.attempts++
 	marker := fmt.Sprintf("%s%s%x.%d", s.prefix, markerPrefix, int64(sc.lease), sc.attempts)
 
-	cmps := make([]*pb.Compare, 0, len(conds)+1)
+	cmps := make([]compare, 0, len(conds)+1)
 	for _, c := range conds {
 		key := s.prefix + c.Key
 		if c.ModRevision == 0 {
@@ -152,7 +148,7 @@ func (sc *scope) Commit(ctx context.Context, conds []store.Cond, ops []store.Op,
 		}
 	}
 	cmps = append(cmps, absent(marker))
-	then := make([]*pb.RequestOp, 0, len(ops)+1)
+	then := make([]requestOp, 0, len(ops)+1)
 	for _, op := range ops {
 		key := s.prefix + op.Key
 		switch {
@@ -161,18 +157,18 @@ func (sc *scope) Commit(ctx context.Context, conds []store.Cond, ops []store.Op,
 		case op.TTL > 0:
 			secs := int64(math.Ceil(op.TTL.Seconds()))
 			cctx, cancel := s.bound(ctx)
-			lease, err := s.client.Grant(cctx, secs)
+			lease, err := s.grant(cctx, secs)
 			cancel()
 			if err != nil {
 				return nil, s.fail(err)
 			}
 			then = append(then, putOp(key, op.Value, lease.ID))
 		default:
-			then = append(then, putOp(key, op.Value, clientv3.NoLease))
+			then = append(then, putOp(key, op.Value, 0))
 		}
 	}
 	then = append(then, putOp(marker, []byte(landed), sc.lease))
-	var reread []*pb.RequestOp
+	var reread []requestOp
 	if len(keys) <= MaxTxnOps {
 		for _, k := range keys {
 			reread = append(reread, getOp(s.prefix+k))
@@ -188,7 +184,7 @@ func (sc *scope) Commit(ctx context.Context, conds []store.Cond, ops []store.Op,
 	defer wg.Wait()
 	defer cancel()
 	wg.Go(func() {
-		resp, err := s.commitTxn(tctx, &pb.TxnRequest{Compare: cmps, Success: then, Failure: reread})
+		resp, err := s.commitTxn(tctx, &txnRequest{Compare: cmps, Success: then, Failure: reread})
 		attempt <- answer{resp, err}
 	})
 	var a answer
@@ -207,13 +203,19 @@ func (sc *scope) Commit(ctx context.Context, conds []store.Cond, ops []store.Op,
 		}
 		snap := &store.Snapshot{Revision: resp.Header.Revision, Items: make(map[string]store.Item, len(keys))}
 		for _, r := range resp.Responses {
-			for _, kv := range r.GetResponseRange().Kvs {
+			if r.Range == nil {
+				continue
+			}
+			for _, kv := range r.Range.Kvs {
 				key := strings.TrimPrefix(string(kv.Key), s.prefix)
 				snap.Items[key] = store.Item{Key: key, Value: kv.Value, ModRevision: kv.ModRevision}
 			}
 		}
 		return snap, store.ErrConflict
-	case is(err, rpctypes.ErrLeaseNotFound, rpctypes.ErrGRPCLeaseNotFound):
+	case wasNotSent(err) && !tooLargeToSend(err):
+		// Nothing left the process: it did not and will not land.
+		return nil, types.Wrap(types.Unavailable, fmt.Errorf("%w (never sent): %w", store.ErrNotApplied, s.cause(err)), "etcd "+s.endpoint)
+	case is(err, errLeaseNotFound):
 		return nil, types.Wrap(types.Unavailable, errors.New("the write reached etcd after its guard lease had expired and was not applied"), "etcd "+s.endpoint)
 	case refused(err):
 		if big := refusedSize(s.endpoint, err, shapeOf(s.prefix, conds, ops)); big != nil {
@@ -226,7 +228,7 @@ func (sc *scope) Commit(ctx context.Context, conds []store.Cond, ops []store.Op,
 
 // answer is what a transaction answered.
 type answer struct {
-	resp *clientv3.TxnResponse
+	resp *txnResponse
 	err  error
 }
 
@@ -235,16 +237,8 @@ type answer struct {
 // when applied).
 func refused(err error) bool {
 	return is(err,
-		rpctypes.ErrAuthFailed, rpctypes.ErrGRPCAuthFailed,
-		rpctypes.ErrPermissionDenied, rpctypes.ErrGRPCPermissionDenied,
-		rpctypes.ErrUserEmpty, rpctypes.ErrGRPCUserEmpty,
-		rpctypes.ErrInvalidAuthToken, rpctypes.ErrGRPCInvalidAuthToken,
-		rpctypes.ErrAuthNotEnabled, rpctypes.ErrGRPCAuthNotEnabled,
-		rpctypes.ErrTooManyOps, rpctypes.ErrGRPCTooManyOps,
-		rpctypes.ErrRequestTooLarge, rpctypes.ErrGRPCRequestTooLarge,
-		rpctypes.ErrDuplicateKey, rpctypes.ErrGRPCDuplicateKey,
-		rpctypes.ErrEmptyKey, rpctypes.ErrGRPCEmptyKey,
-		rpctypes.ErrTooManyRequests, rpctypes.ErrGRPCRequestTooManyRequests,
+		errAuthFailed, errPermissionDenied, errUserEmpty, errInvalidAuthToken, errAuthNotEnabled,
+		errTooManyOps, errRequestTooLarge, errDuplicateKey, errEmptyKey, errTooManyRequests,
 	) || tooLargeToSend(err)
 }
 
@@ -269,10 +263,10 @@ func (sc *scope) resolve(marker string, lost error, attempt <-chan answer) error
 		tctx, cancel := context.WithTimeout(sc.rctx, try)
 		fence := make(chan answer, 1)
 		go func() {
-			resp, err := s.commitTxn(tctx, &pb.TxnRequest{
-				Compare: []*pb.Compare{absent(marker)},
-				Success: []*pb.RequestOp{putOp(marker, []byte(fenced), sc.lease)},
-				Failure: []*pb.RequestOp{getOp(marker)},
+			resp, err := s.commitTxn(tctx, &txnRequest{
+				Compare: []compare{absent(marker)},
+				Success: []requestOp{putOp(marker, []byte(fenced), sc.lease)},
+				Failure: []requestOp{getOp(marker)},
 			})
 			fence <- answer{resp, err}
 		}()
@@ -281,6 +275,11 @@ func (sc *scope) resolve(marker string, lost error, attempt <-chan answer) error
 		case f = <-fence:
 		case a := <-attempt:
 			attempt = nil
+			if wasNotSent(a.err) {
+				cancel()
+				<-fence
+				return notApplied()
+			}
 			if a.err == nil {
 				// The attempt's own answer: it landed, or a condition
 				// (its marker taken by this fence, or a key changed)
@@ -299,14 +298,14 @@ func (sc *scope) resolve(marker string, lost error, attempt <-chan answer) error
 		case f.err == nil && f.resp.Succeeded:
 			return notApplied()
 		case f.err == nil:
-			if kvs := f.resp.Responses[0].GetResponseRange().Kvs; len(kvs) == 1 {
+			if kvs := rangeKvs(f.resp, 0); len(kvs) == 1 {
 				if string(kvs[0].Value) == landed {
 					return nil
 				}
 				return notApplied()
 			}
 			last = errors.New("the marker vanished between compare and read")
-		case is(f.err, rpctypes.ErrLeaseNotFound, rpctypes.ErrGRPCLeaseNotFound):
+		case is(f.err, errLeaseNotFound):
 			// The lease, and with it the marker, is gone: the attempt can
 			// no longer land, but whether it did cannot be told.
 			return sc.unknown(what, errors.New("its guard lease expired before it could be checked"))
@@ -328,4 +327,13 @@ func (sc *scope) resolve(marker string, lost error, attempt <-chan answer) error
 func (sc *scope) unknown(what, why error) error {
 	return types.Wrap(types.OutcomeUnknown, fmt.Errorf("%w; whether the write landed could not be checked within the call's budget (%w); it can land only until its %ds guard lease expires (about %s, later if etcd changes leader meanwhile): read the node before retrying",
 		what, why, sc.ttl, sc.expires.UTC().Format(time.RFC3339)), "etcd "+sc.s.endpoint)
+}
+
+// rangeKvs is the keys the i-th operation of a transaction read (none when
+// it is not a range read, or the answer holds no such operation).
+func rangeKvs(resp *txnResponse, i int) []keyValue {
+	if i >= len(resp.Responses) || resp.Responses[i].Range == nil {
+		return nil
+	}
+	return resp.Responses[i].Range.Kvs
 }

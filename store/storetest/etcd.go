@@ -17,6 +17,7 @@ import (
 	"go.uber.org/zap"
 
 	"github.com/eru-extend/resources/store/etcdstore"
+	"github.com/eru-extend/resources/store/etcdwatch"
 )
 
 // The limits of one transaction on a default etcd server (--max-txn-ops,
@@ -59,7 +60,7 @@ func SharedEtcd(t testing.TB) *Etcd {
 // ports; tune may adjust the configuration (TLS, auth, ...) before it
 // starts.
 func StartEtcd(dir string, tune func(*embed.Config)) (*Etcd, error) {
-	etcdstore.QuietGRPC()
+	etcdwatch.QuietGRPC()
 	cfg := embed.NewConfig()
 	cfg.Dir = filepath.Join(dir, "data")
 	cfg.LogLevel = "error"

@@ -1,0 +1,520 @@
+package etcdstore
+
+import (
+	"bytes"
+	"context"
+	"crypto/tls"
+	"crypto/x509"
+	"encoding/binary"
+	"errors"
+	"fmt"
+	"io"
+	"math/rand/v2"
+	"net"
+	"net/http"
+	"net/http/httptrace"
+	"net/url"
+	"os"
+	"strconv"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"time"
+)
+
+// client makes etcd's unary gRPC calls over net/http's HTTP/2: h2c with
+// prior knowledge on http:// endpoints, HTTP/2 over TLS on https:// ones.
+// A call goes to the endpoints in turn, skipping one whose connection
+// failed lately; a call that could not be sent (no connection) is sent
+// again, to the next endpoint, until its context ends, as grpc's
+// wait-for-ready does. A call that was sent is never sent again, except
+// after etcd refused its auth token (then it was not applied).
+type client struct {
+	endpoints []*endpoint
+	secure    map[string]bool // host:port -> speaks TLS
+	tls       *tls.Config     // nil: the system's roots, no client certificate
+	dialer    *net.Dialer
+	dial      time.Duration
+	transport *http.Transport
+	http      *http.Client
+	turn      atomic.Uint64
+
+	connMu sync.Mutex
+	conns  map[*trackedConn]struct{} // open connections, closed by close
+	closed bool
+
+	username, password string
+	token              atomic.Pointer[string]
+	authMu             sync.Mutex // one authentication at a time
+}
+
+// endpoint is one etcd member's address.
+type endpoint struct {
+	base string // http://host:port: h2c on the client's own connections (TLS when secure)
+	up   atomic.Bool
+	// downUntil is when a member whose connection failed is tried again
+	// before the others (unix nanoseconds).
+	downUntil atomic.Int64
+}
+
+// downFor is how long an endpoint whose connection failed is passed over
+// (grpc's first reconnect backoff).
+const downFor = time.Second
+
+// newClient builds a client of endpoints; tlsCfg is nil when no TLS file is
+// configured.
+//
+// net/http speaks HTTP/2 to every endpoint as h2c with prior knowledge, on
+// connections the client dials itself: plain TCP for an http:// endpoint,
+// TLS (ALPN h2) for an https:// one. A TLS connection is handed over only
+// once etcd has said its first word on it: in TLS 1.3 the server judges
+// the client's certificate after the client's handshake is done, and its
+// refusal comes as that first word. A refused certificate is then a
+// connection that never came up — nothing is sent on it — as with grpc.
+func newClient(endpoints []string, tlsCfg *tls.Config, dial time.Duration) (*client, error) {
+	c := &client{secure: map[string]bool{}}
+	for _, e := range endpoints {
+		host, secure, err := endpointHost(e, tlsCfg != nil)
+		if err != nil {
+			return nil, err
+		}
+		c.endpoints = append(c.endpoints, &endpoint{base: "http://" + host})
+		c.secure[host] = secure
+	}
+	if len(c.endpoints) == 0 {
+		return nil, errors.New("no endpoint")
+	}
+	c.dialer = &net.Dialer{KeepAlive: 30 * time.Second, Timeout: dial}
+	c.tls = tlsCfg
+	c.dial = dial
+	t := &http.Transport{
+		DialContext:         c.dialContext,
+		DisableCompression:  true,
+		MaxIdleConnsPerHost: 4,
+		IdleConnTimeout:     90 * time.Second,
+		Protocols:           new(http.Protocols),
+	}
+	// No HTTP/2 health-check pings (clientv3 as Open configured it sent
+	// no keepalives either): net/http's ping timer outlives the connection
+	// it watches and keeps it in memory for that long.
+	t.Protocols.SetUnencryptedHTTP2(true)
+	c.transport = t
+	c.http = &http.Client{Transport: t}
+	return c, nil
+}
+
+// endpointHost is the host:port of an etcd endpoint and whether it speaks
+// TLS, as clientv3 reads an endpoint: http:// is plain, https:// is TLS, and
+// a bare host:port is TLS when TLS files are configured.
+func endpointHost(e string, tlsFiles bool) (string, bool, error) {
+	if !strings.Contains(e, "://") {
+		scheme := "http"
+		if tlsFiles {
+			scheme = "https"
+		}
+		e = scheme + "://" + e
+	}
+	u, err := url.Parse(e)
+	if err != nil {
+		return "", false, fmt.Errorf("endpoint %q: %w", e, err)
+	}
+	if (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
+		return "", false, fmt.Errorf("endpoint %q: not http://host:port or https://host:port", e)
+	}
+	return u.Host, u.Scheme == "https", nil
+}
+
+// dialContext dials an endpoint's connection (see newClient) and keeps it
+// until it is closed, so that close ends every connection, idle or not.
+func (c *client) dialContext(ctx context.Context, network, addr string) (net.Conn, error) {
+	conn, err := c.dialConn(ctx, network, addr)
+	if err != nil {
+		return nil, err
+	}
+	t := &trackedConn{Conn: conn, c: c}
+	c.connMu.Lock()
+	defer c.connMu.Unlock()
+	if c.closed {
+		_ = conn.Close()
+		return nil, net.ErrClosed
+	}
+	if c.conns == nil {
+		c.conns = map[*trackedConn]struct{}{}
+	}
+	c.conns[t] = struct{}{}
+	return t, nil
+}
+
+// trackedConn is a connection the client closes when it is closed.
+type trackedConn struct {
+	net.Conn
+	c    *client
+	once sync.Once
+}
+
+func (t *trackedConn) Close() error {
+	t.once.Do(func() {
+		t.c.connMu.Lock()
+		delete(t.c.conns, t)
+		t.c.connMu.Unlock()
+	})
+	return t.Conn.Close()
+}
+
+// dialConn dials a plain or a TLS connection to addr.
+func (c *client) dialConn(ctx context.Context, network, addr string) (net.Conn, error) {
+	raw, err := c.dialer.DialContext(ctx, network, addr)
+	if err != nil || !c.secure[addr] {
+		return raw, err
+	}
+	cfg := &tls.Config{}
+	if c.tls != nil {
+		cfg = c.tls.Clone()
+	}
+	if cfg.ServerName == "" {
+		cfg.ServerName, _, _ = net.SplitHostPort(addr)
+	}
+	cfg.NextProtos = []string{"h2"}
+	tc := tls.Client(raw, cfg)
+	fail := func(err error) (net.Conn, error) {
+		_ = raw.Close()
+		return nil, fmt.Errorf("TLS: %w", err)
+	}
+	// The handshake and etcd's first word within the dial timeout, and
+	// the context's deadline.
+	var deadline time.Time
+	if c.dial > 0 {
+		deadline = time.Now().Add(c.dial)
+	}
+	if d, ok := ctx.Deadline(); ok && (deadline.IsZero() || d.Before(deadline)) {
+		deadline = d
+	}
+	_ = raw.SetDeadline(deadline)
+	if err := tc.HandshakeContext(ctx); err != nil {
+		return fail(err)
+	}
+	if p := tc.ConnectionState().NegotiatedProtocol; p != "h2" {
+		return fail(fmt.Errorf("etcd does not speak HTTP/2 over TLS (ALPN %q)", p))
+	}
+	first := make([]byte, 4096)
+	n, err := tc.Read(first)
+	if n == 0 {
+		if err == nil {
+			err = io.ErrNoProgress
+		}
+		return fail(err)
+	}
+	_ = raw.SetDeadline(time.Time{})
+	return &primedConn{Conn: tc, first: first[:n]}, nil
+}
+
+// primedConn is a connection whose first bytes were read ahead.
+type primedConn struct {
+	net.Conn
+	first []byte
+}
+
+func (p *primedConn) Read(b []byte) (int, error) {
+	if len(p.first) > 0 {
+		n := copy(b, p.first)
+		p.first = p.first[n:]
+		return n, nil
+	}
+	return p.Conn.Read(b)
+}
+
+// loadTLS builds the client's TLS configuration from PEM files, as etcd's
+// clients read them: a certificate and its key, and the CAs trusted (the
+// system's when none is given).
+func loadTLS(ca, cert, key string) (*tls.Config, error) {
+	cfg := &tls.Config{MinVersion: tls.VersionTLS12}
+	if cert != "" || key != "" {
+		if cert == "" || key == "" {
+			return nil, errors.New("a client certificate needs both etcd.cert and etcd.key")
+		}
+		pair, err := tls.LoadX509KeyPair(cert, key)
+		if err != nil {
+			return nil, err
+		}
+		// Offered whatever CAs the server names as acceptable, as etcd's
+		// clients do: a certificate of the wrong CA is refused by etcd
+		// for what it is, not mistaken for a missing one.
+		cfg.GetClientCertificate = func(*tls.CertificateRequestInfo) (*tls.Certificate, error) { return &pair, nil }
+	}
+	if ca != "" {
+		pem, err := os.ReadFile(ca)
+		if err != nil {
+			return nil, err
+		}
+		pool := x509.NewCertPool()
+		if !pool.AppendCertsFromPEM(pem) {
+			return nil, fmt.Errorf("%s: no PEM certificate in it", ca)
+		}
+		cfg.RootCAs = pool
+	}
+	return cfg, nil
+}
+
+// live reports whether a connection to some endpoint is up, as far as the
+// last calls tell.
+func (c *client) live() bool {
+	for _, e := range c.endpoints {
+		if e.up.Load() {
+			return true
+		}
+	}
+	return false
+}
+
+// pick chooses the endpoint of the next call: the next in turn that has not
+// failed lately, or the next in turn when all have.
+func (c *client) pick() *endpoint {
+	n := uint64(len(c.endpoints))
+	start := c.turn.Add(1)
+	now := time.Now().UnixNano()
+	for i := range n {
+		e := c.endpoints[(start+i)%n]
+		if e.downUntil.Load() <= now {
+			return e
+		}
+	}
+	return c.endpoints[start%n]
+}
+
+// notSent is the error of a call that left nothing with any etcd: no
+// connection was made, or the request was refused by the client.
+type notSent struct{ err error }
+
+func (e notSent) Error() string { return e.err.Error() }
+func (e notSent) Unwrap() error { return e.err }
+
+// wasNotSent reports whether err is of a call that left nothing with etcd.
+func wasNotSent(err error) bool {
+	var ns notSent
+	return errors.As(err, &ns)
+}
+
+// call makes the unary call method (e.g. "/etcdserverpb.KV/Txn") with the
+// encoded request req and returns the encoded answer. Its error is a
+// Status for an error status (etcd's, or Unavailable for a connection lost
+// after the request was sent), ctx's error when ctx ended first, and is
+// notSent when nothing was sent.
+func (c *client) call(ctx context.Context, method string, req []byte) ([]byte, error) {
+	if len(req) > sendLimit {
+		return nil, notSent{Status{codeResourceExhausted, fmt.Sprintf("%s (%d vs. %d)", tooLargeMessage, len(req), sendLimit)}}
+	}
+	frame := make([]byte, 5+len(req))
+	binary.BigEndian.PutUint32(frame[1:5], uint32(len(req)))
+	copy(frame[5:], req)
+	refreshed := false
+	for try := 0; ; try++ {
+		e := c.pick()
+		resp, sent, err := c.roundTrip(ctx, e, method, frame)
+		if err == nil {
+			return resp, nil
+		}
+		if sent {
+			if !refreshed && c.username != "" && is(err, errInvalidAuthToken, errAuthOldRevision, errUserEmpty) && method != authenticateMethod {
+				// A token etcd no longer takes: the request was refused
+				// before it was applied; authenticate again and resend.
+				refreshed = true
+				if aerr := c.authenticate(ctx); aerr != nil {
+					return nil, aerr
+				}
+				continue
+			}
+			return nil, err
+		}
+		if ctx.Err() != nil {
+			return nil, notSent{ctx.Err()}
+		}
+		// No connection: wait for one, trying each endpoint in turn and
+		// backing off once all have failed.
+		if try+1 >= len(c.endpoints) {
+			wait := time.Duration(min(try, 10)*20+rand.N(20)) * time.Millisecond
+			select {
+			case <-ctx.Done():
+				return nil, notSent{ctx.Err()}
+			case <-time.After(wait):
+			}
+		}
+	}
+}
+
+// roundTrip sends one call to e. sent reports whether the request may have
+// reached etcd (its headers were written on a connection).
+func (c *client) roundTrip(ctx context.Context, e *endpoint, method string, frame []byte) (answer []byte, sent bool, err error) {
+	var wrote atomic.Bool
+	trace := &httptrace.ClientTrace{
+		GotConn:      func(httptrace.GotConnInfo) { e.up.Store(true) },
+		WroteHeaders: func() { wrote.Store(true) },
+	}
+	req, err := http.NewRequestWithContext(httptrace.WithClientTrace(ctx, trace), http.MethodPost, e.base+method, bytes.NewReader(frame))
+	if err != nil {
+		return nil, false, err
+	}
+	req.Header = http.Header{
+		"Content-Type": {"application/grpc+proto"},
+		"Te":           {"trailers"},
+		"User-Agent":   {"eru-resources"},
+	}
+	if deadline, ok := ctx.Deadline(); ok {
+		req.Header["Grpc-Timeout"] = []string{grpcTimeout(time.Until(deadline))}
+	}
+	if t := c.token.Load(); t != nil && *t != "" && method != authenticateMethod {
+		req.Header["Token"] = []string{*t}
+	}
+	resp, err := c.http.Do(req)
+	if err != nil {
+		sent = wrote.Load()
+		if ctx.Err() != nil {
+			return nil, sent, ctx.Err()
+		}
+		e.up.Store(false)
+		if !sent {
+			e.downUntil.Store(time.Now().Add(downFor).UnixNano())
+			return nil, false, notSent{transportError(err)}
+		}
+		return nil, true, Status{codeUnavailable, "connection error: " + transportError(err).Error()}
+	}
+	defer resp.Body.Close()
+	e.downUntil.Store(0)
+	body, rerr := io.ReadAll(resp.Body)
+	if rerr != nil {
+		if ctx.Err() != nil {
+			return nil, true, ctx.Err()
+		}
+		e.up.Store(false)
+		return nil, true, Status{codeUnavailable, "error reading from server: " + transportError(rerr).Error()}
+	}
+	if st, ok := callStatus(resp); ok {
+		if st.Code == codeDeadlineExceeded || st.Code == codeCanceled {
+			// etcd ran out of the time grpc-timeout gave it, a moment
+			// before ctx ends here: the call's error is ctx's, as
+			// clientv3 reports it.
+			select {
+			case <-ctx.Done():
+				return nil, true, ctx.Err()
+			case <-time.After(100 * time.Millisecond):
+			}
+		}
+		if st.Code != codeOK {
+			return nil, true, st
+		}
+	} else if resp.StatusCode != http.StatusOK {
+		return nil, true, Status{httpCode(resp.StatusCode), "unexpected HTTP status " + resp.Status}
+	} else {
+		return nil, true, Status{codeInternal, "server closed the stream without sending trailers"}
+	}
+	if len(body) < 5 || body[0] != 0 || int(binary.BigEndian.Uint32(body[1:5])) != len(body)-5 {
+		return nil, true, Status{codeInternal, fmt.Sprintf("malformed answer of %d bytes", len(body))}
+	}
+	return body[5:], true, nil
+}
+
+// callStatus is the status of a finished call: its trailers', or its
+// headers' in a trailers-only answer.
+func callStatus(resp *http.Response) (Status, bool) {
+	h := resp.Trailer
+	if h.Get("Grpc-Status") == "" {
+		h = resp.Header
+	}
+	s := h.Get("Grpc-Status")
+	if s == "" {
+		return Status{}, false
+	}
+	code, err := strconv.ParseUint(s, 10, 32)
+	if err != nil {
+		return Status{codeUnknown, "malformed grpc-status " + s}, true
+	}
+	msg := h.Get("Grpc-Message")
+	if m, err := url.PathUnescape(msg); err == nil {
+		msg = m
+	}
+	return Status{Code(code), msg}, true
+}
+
+// httpCode is the gRPC code of an HTTP status without a gRPC status, as
+// gRPC maps it.
+func httpCode(status int) Code {
+	switch status {
+	case http.StatusBadRequest:
+		return codeInternal
+	case http.StatusUnauthorized:
+		return codeUnauthenticated
+	case http.StatusForbidden:
+		return codePermissionDenied
+	case http.StatusNotFound:
+		return 12 // Unimplemented
+	case http.StatusTooManyRequests, http.StatusBadGateway, http.StatusServiceUnavailable, http.StatusGatewayTimeout:
+		return codeUnavailable
+	}
+	return codeUnknown
+}
+
+// transportError is the cause of a failed round trip, without the URL and
+// method net/http puts in front of it.
+func transportError(err error) error {
+	var ue *url.Error
+	if errors.As(err, &ue) {
+		return ue.Err
+	}
+	return err
+}
+
+// grpcTimeout encodes d as a grpc-timeout header: at most eight digits and
+// a unit.
+func grpcTimeout(d time.Duration) string {
+	if d <= 0 {
+		return "1n"
+	}
+	for _, u := range []struct {
+		unit string
+		d    time.Duration
+	}{{"n", time.Nanosecond}, {"u", time.Microsecond}, {"m", time.Millisecond}, {"S", time.Second}, {"M", time.Minute}} {
+		if v := (d + u.d - 1) / u.d; v < 1e8 {
+			return strconv.FormatInt(int64(v), 10) + u.unit
+		}
+	}
+	return strconv.FormatInt(int64(d/time.Hour)+1, 10) + "H"
+}
+
+const authenticateMethod = "/etcdserverpb.Auth/Authenticate"
+
+// authenticate gets a token for the client's user name and password; an
+// etcd whose auth is not enabled wants none.
+func (c *client) authenticate(ctx context.Context) error {
+	c.authMu.Lock()
+	defer c.authMu.Unlock()
+	resp, err := c.call(ctx, authenticateMethod, appendAuthenticateRequest(nil, c.username, c.password))
+	if errors.Is(err, errAuthNotEnabled) {
+		none := ""
+		c.token.Store(&none)
+		return nil
+	}
+	if err != nil {
+		return err
+	}
+	token, err := decodeAuthenticateResponse(resp)
+	if err != nil {
+		return Status{codeInternal, "malformed Authenticate answer"}
+	}
+	c.token.Store(&token)
+	return nil
+}
+
+// close ends the client's connections, idle or not (a call still in flight
+// fails), and any it would dial later.
+func (c *client) close() {
+	c.connMu.Lock()
+	c.closed = true
+	conns := make([]*trackedConn, 0, len(c.conns))
+	for t := range c.conns {
+		conns = append(conns, t)
+	}
+	c.connMu.Unlock()
+	c.transport.CloseIdleConnections()
+	for _, t := range conns {
+		_ = t.Close()
+	}
+}
