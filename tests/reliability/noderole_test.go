@@ -83,7 +83,11 @@ func TestANodeHeartbeatsWithARoleLimitedToItsOwnKeys(t *testing.T) {
 	t.Cleanup(func() { _ = root.Close() })
 
 	as := func(user, password string) *testenv.Env {
-		cfg := etcdConfig(server.Endpoint, prefix, obj{"auth": obj{"username": user, "password": password}})
+		// Every process signs in, and etcd checks its password with
+		// bcrypt: on a loaded machine that alone can take a second, so
+		// the calls get more than the default budget (this test is about
+		// permissions, not time).
+		cfg := etcdConfig(server.Endpoint, prefix, obj{"auth": obj{"username": user, "password": password}, "call_timeout": "10s"})
 		return etcdEnv(t, nil, prefix, cfg)
 	}
 	core, node := as("eru", eruPassword), as("node-n1", nodePassword)
