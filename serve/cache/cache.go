@@ -363,11 +363,27 @@ func (c *Cache) Read(ctx context.Context, keys []string, prefixes []string) (*st
 // linearizable waits until the cache may answer a read that began now:
 // false when the read must go to etcd instead.
 func (c *Cache) linearizable(ctx context.Context) bool {
+	return c.linearizableAt(ctx, nil)
+}
+
+// linearizableAt is linearizable with etcd's current revision taken from
+// ahead when it holds one no read has taken yet (see Ahead), else asked
+// for now.
+func (c *Cache) linearizableAt(ctx context.Context, ahead *revision) bool {
 	if !c.ready.Load() {
 		return false
 	}
-	rev, err := c.currentRevision(ctx)
-	asked := time.Now()
+	var (
+		rev   int64
+		asked time.Time
+		err   error
+	)
+	if ahead != nil && ahead.take() {
+		rev, asked, err = ahead.wait(ctx)
+	} else {
+		rev, err = c.currentRevision(ctx)
+		asked = time.Now()
+	}
 	if err != nil {
 		return false // the direct read reports etcd's failure as the store does
 	}
@@ -378,6 +394,115 @@ func (c *Cache) linearizable(ctx context.Context) bool {
 	c.cached.Add(1)
 	return true
 }
+
+// revision is etcd's current revision asked for ahead of the read that
+// will take it (Ahead).
+type revision struct {
+	done   chan struct{} // closed once rev, asked and err are set
+	rev    int64
+	asked  time.Time // when etcd's answer arrived
+	err    error
+	taken  atomic.Bool
+	cancel context.CancelFunc
+}
+
+// take claims the revision for one read; false once a read has.
+func (r *revision) take() bool { return r.taken.CompareAndSwap(false, true) }
+
+// wait waits for etcd's answer, at most until ctx ends.
+func (r *revision) wait(ctx context.Context) (int64, time.Time, error) {
+	select {
+	case <-r.done:
+		return r.rev, r.asked, r.err
+	case <-ctx.Done():
+		return 0, time.Time{}, ctx.Err()
+	}
+}
+
+// Ahead is the cache as one call reads it: etcd's current revision is
+// asked for when Ahead is made, while the call gets ready to read, and
+// its first linearizable read (Read, ReadSnapshot) takes that revision
+// instead of asking etcd then. That read is still linearizable for the
+// call: the revision was asked for after the call began (make Ahead only
+// once the call has arrived), so it is at least that of every write
+// acknowledged before. The call's later reads ask etcd themselves, as
+// reads of the Cache do, so that a read after a write of the same call
+// sees that write. Done must be called once the call ends.
+type Ahead struct {
+	c   *Cache
+	rev *revision
+}
+
+// Ahead starts asking etcd for its current revision for one call's reads.
+// Nothing is asked while the cache is not synced (its reads then go to
+// etcd anyway).
+func (c *Cache) Ahead() *Ahead {
+	a := &Ahead{c: c}
+	if !c.ready.Load() {
+		return a
+	}
+	// Not bounded by the call's deadline, which the cache does not know:
+	// the read that takes the revision waits for it at most until its own
+	// context ends, and Done cancels the request.
+	ctx, cancel := context.WithCancel(context.Background())
+	r := &revision{done: make(chan struct{}), cancel: cancel}
+	go func() {
+		defer close(r.done)
+		r.rev, r.err = c.currentRevision(ctx)
+		r.asked = time.Now()
+	}()
+	a.rev = r
+	return a
+}
+
+// Done ends the call: a revision no read took is no longer waited for.
+func (a *Ahead) Done() {
+	if a.rev != nil {
+		a.rev.cancel()
+	}
+}
+
+var (
+	_ store.Store      = (*Ahead)(nil)
+	_ store.Rereader   = (*Ahead)(nil)
+	_ store.NameReader = (*Ahead)(nil)
+)
+
+// Read is the Cache's Read, on the revision asked ahead when it is the
+// call's first.
+func (a *Ahead) Read(ctx context.Context, keys []string, prefixes []string) (*store.Snapshot, error) {
+	if !a.c.linearizableAt(ctx, a.rev) {
+		return a.c.readDirect(ctx, keys, prefixes)
+	}
+	return a.c.snapshot(keys, prefixes), nil
+}
+
+// ReadSnapshot is the Cache's ReadSnapshot, on the revision asked ahead
+// when it is the call's first.
+func (a *Ahead) ReadSnapshot(ctx context.Context, keys, prefixes []string) (*View, error) {
+	if !a.c.linearizableAt(ctx, a.rev) {
+		return nil, ErrNotCurrent
+	}
+	return a.c.view(keys, prefixes), nil
+}
+
+// ReadNames is the Cache's ReadNames (straight from etcd).
+func (a *Ahead) ReadNames(ctx context.Context, r store.NameRead, head func(*store.Snapshot) error, page func(*store.Snapshot, []int) error) error {
+	return a.c.ReadNames(ctx, r, head, page)
+}
+
+// Txn is the Cache's Txn.
+func (a *Ahead) Txn(ctx context.Context, conds []store.Cond, ops []store.Op) error {
+	return a.c.Txn(ctx, conds, ops)
+}
+
+// TxnOrRead is the Cache's TxnOrRead.
+func (a *Ahead) TxnOrRead(ctx context.Context, conds []store.Cond, ops []store.Op, keys []string) (*store.Snapshot, error) {
+	return a.c.TxnOrRead(ctx, conds, ops, keys)
+}
+
+// Close does nothing: the cache outlives the call (see Done).
+func (a *Ahead) Close() error { return nil }
 
 func (c *Cache) readDirect(ctx context.Context, keys []string, prefixes []string) (*store.Snapshot, error) {
 	c.direct.Add(1)
