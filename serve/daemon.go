@@ -13,7 +13,6 @@ import (
 	"bufio"
 	"bytes"
 	"context"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"hash/fnv"
@@ -486,14 +485,6 @@ func (d *Daemon) handle(conn *net.UnixConn) {
 type named struct {
 	Podname  string `json:"podname"`
 	Nodename string `json:"nodename"`
-}
-
-// peek decodes the naming fields of a verb's request (zero for a request
-// that is not a JSON object: the verb itself reports that).
-func peek(stdin []byte) named {
-	var n named
-	_ = json.Unmarshal(stdin, &n)
-	return n
 }
 
 // pod is the request's pod, or its node for verbs that name only a node.
