@@ -480,12 +480,13 @@ func (d *Daemon) handle(conn *net.UnixConn) {
 }
 
 // named is what the daemon reads of a verb's request: the fields that
-// name its pod and node, decoded once for flow control's distinguisher and
+// name its pod and node, read once for flow control's distinguisher and
 // the per-node write lock.
-type named struct {
-	Podname  string `json:"podname"`
-	Nodename string `json:"nodename"`
-}
+type named forward.Named
+
+// peek reads the naming fields of a verb's request (forward.Names: without
+// decoding the rest).
+func peek(stdin []byte) named { return named(forward.Names(stdin)) }
 
 // pod is the request's pod, or its node for verbs that name only a node.
 func (n named) pod() string {

@@ -1,4 +1,4 @@
-package serve
+package forward
 
 import (
 	"encoding/json"
@@ -9,14 +9,14 @@ import (
 )
 
 // unmarshalled is what encoding/json reads of a request's naming fields:
-// what peek must answer for every valid JSON document.
-func unmarshalled(stdin []byte) named {
-	var n named
+// what Names must answer for every valid JSON document.
+func unmarshalled(stdin []byte) Named {
+	var n Named
 	_ = json.Unmarshal(stdin, &n)
 	return n
 }
 
-var peekSeeds = []string{
+var namesSeeds = []string{
 	`{"podname":"p","nodename":"n1"}`,
 	`{"nodename":"n1","workloads_resource":[]}`,
 	` { "podname" : "p" , "nodenames" : ["a","b","c"] , "workload_resource" : {"volumes":["/d:1G"],"x":[{"y":"]}"}]} } `,
@@ -31,30 +31,32 @@ var peekSeeds = []string{
 	`{"podname":"p","nodenames":["` + strings.Repeat("n", 300) + `"]}`,
 	`{}`, `[]`, `"nodename"`, `null`, `7`, `{"nodename":"a"} `, ``, `{`, `{"nodename"`, `{"nodename":"x"`, `{"a":[1,2,{"b":"c"}],"nodename":"n"}`,
 	`{"a":true,"b":false,"c":null,"d":-1.5e3,"nodename":"after literals"}`,
+	`{"nodename":"\ud800","podname":"\udc00\ud800x"}`, `{"nodename":"\ud83d\u0041","podname":"\/\b\f\r\t\u00"}`,
+	`{"nodename":"\uD83D\uDE00\uFFFF\u0000"}`, `{"nodename":"é` + "\xc3" + `"}`,
 }
 
-func TestPeekReadsTheNamesEncodingJSONReads(t *testing.T) {
-	for _, seed := range peekSeeds {
+func TestNamesAreWhatEncodingJSONReads(t *testing.T) {
+	for _, seed := range namesSeeds {
 		if !json.Valid([]byte(seed)) {
 			continue
 		}
 		t.Run(seed, func(t *testing.T) {
-			require.Equal(t, unmarshalled([]byte(seed)), peek([]byte(seed)))
+			require.Equal(t, unmarshalled([]byte(seed)), Names([]byte(seed)))
 		})
 	}
 	t.Run("a request that is not a JSON object names nothing", func(t *testing.T) {
 		for _, in := range []string{``, `[]`, `"x"`, `null`, `nodename`, `[{"nodename":"n"}]`} {
-			require.Zero(t, peek([]byte(in)), in)
+			require.Zero(t, Names([]byte(in)), in)
 		}
 	})
 }
 
-func FuzzPeek(f *testing.F) {
-	for _, s := range peekSeeds {
+func FuzzNames(f *testing.F) {
+	for _, s := range namesSeeds {
 		f.Add([]byte(s))
 	}
 	f.Fuzz(func(t *testing.T, in []byte) {
-		got := peek(in) // never panics, valid or not
+		got := Names(in) // never panics, valid or not
 		if json.Valid(in) {
 			require.Equal(t, unmarshalled(in), got)
 		}
