@@ -28,7 +28,9 @@ import (
 	"sync/atomic"
 	"time"
 
+	pb "go.etcd.io/etcd/api/v3/etcdserverpb"
 	clientv3 "go.etcd.io/etcd/client/v3"
+	"google.golang.org/grpc"
 
 	"github.com/eru-extend/resources/store"
 )
@@ -72,9 +74,12 @@ type Stats struct {
 type Cache struct {
 	under  Underlying
 	client *clientv3.Client
-	prefix string // etcd prefix, without the trailing slash
-	wait   time.Duration
-	decode Decode // nil: values are not decoded
+	etcdKV pb.KVClient // etcd's KV service on client's connection
+	// revisionKey is the one key whose count asks etcd for its revision.
+	revisionKey []byte
+	prefix      string // etcd prefix, without the trailing slash
+	wait        time.Duration
+	decode      Decode // nil: values are not decoded
 
 	// mu orders the watch's batches against readers: a reader holds it for
 	// reading while it copies keys, so it sees whole transactions only. As
@@ -107,6 +112,7 @@ func New(under Underlying, prefix string, wait time.Duration, decode Decode) *Ca
 	c := &Cache{
 		under:   under,
 		client:  under.Client(),
+		etcdKV:  pb.NewKVClient(under.Client().ActiveConnection()),
 		prefix:  strings.TrimSuffix(prefix, "/"),
 		wait:    wait,
 		decode:  decode,
@@ -118,6 +124,7 @@ func New(under Underlying, prefix string, wait time.Duration, decode Decode) *Ca
 		// waiting silently.
 		streamCtx: clientv3.WithRequireLeader(context.Background()),
 	}
+	c.revisionKey = []byte(c.prefix + "/")
 	go c.run(ctx)
 	return c
 }
@@ -307,10 +314,13 @@ func (c *Cache) watch(ctx context.Context, rev int64) {
 }
 
 // currentRevision asks etcd for its current revision with one small
-// linearizable read.
+// linearizable read: the count of one key, sent as etcd's own range
+// request on the client's connection, without clientv3's request building
+// and retries (a read whose revision cannot be had goes to etcd through
+// the store, which retries).
 func (c *Cache) currentRevision(ctx context.Context) (int64, error) {
 	c.etcdReads.Add(1)
-	resp, err := c.client.Get(ctx, c.prefix+"/", clientv3.WithCountOnly())
+	resp, err := c.etcdKV.Range(ctx, &pb.RangeRequest{Key: c.revisionKey, CountOnly: true}, grpc.WaitForReady(true))
 	if err != nil {
 		return 0, err
 	}
