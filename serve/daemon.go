@@ -401,6 +401,17 @@ func (d *Daemon) handle(conn *net.UnixConn) {
 		_, _ = conn.Write([]byte{forward.Refused})
 		return
 	}
+	// etcd's current revision is asked for now, while the request is read,
+	// checked, admitted and prepared, instead of when the verb reads: the
+	// call has begun (its client connected), so the revision is still that
+	// of every write acknowledged before it began (cache.Ahead). A call
+	// that turns out to read nothing through the cache (a write, a verb
+	// without input) cancels it.
+	var ahead *cache.Ahead
+	if d.cache != nil && !d.closing.Load() {
+		ahead = d.cache.Ahead()
+		defer ahead.Done()
+	}
 	_ = conn.SetReadDeadline(time.Now().Add(30 * time.Second))
 	req, stdin, err := forward.ReadRequest(bufio.NewReaderSize(conn, 16<<10))
 	if err != nil {
@@ -408,14 +419,9 @@ func (d *Daemon) handle(conn *net.UnixConn) {
 	}
 	_ = conn.SetReadDeadline(time.Time{})
 	write, _ := forward.Write(req.Verb)
-	// A read asks etcd for its current revision now, while the call is
-	// checked, admitted and prepared, instead of when it reads: the call
-	// has arrived, so the revision is still that of every write
-	// acknowledged before it began (cache.Ahead).
-	var ahead *cache.Ahead
-	if d.cache != nil && !write && !forward.NoInput(req.Verb) && !d.closing.Load() {
-		ahead = d.cache.Ahead()
-		defer ahead.Done()
+	if ahead != nil && (write || forward.NoInput(req.Verb)) {
+		ahead.Done()
+		ahead = nil
 	}
 	opts, why := d.accept(req, ahead)
 	if why != "" {
