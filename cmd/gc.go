@@ -32,7 +32,7 @@ const ColdMemoryLimit = 24 << 20
 // read) would collect ever more often at it: the first collection that
 // finds that much alive lifts the limit and sets the target to GCPercent,
 // which keeps its peak a small multiple of what it holds. It is a process
-// option, for main: the serve daemon keeps Go's default. An operator who
+// option, for main (the serve daemon has DaemonGC). An operator who
 // sets GOGC or GOMEMLIMIT for the plugin gets exactly that instead.
 func ColdGC() {
 	if os.Getenv("GOGC") != "" || os.Getenv("GOMEMLIMIT") != "" {
