@@ -21,6 +21,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"maps"
 	"runtime"
 	"slices"
 	"strings"
@@ -85,8 +86,11 @@ type Cache struct {
 	// reading while it copies keys, so it sees whole transactions only. As
 	// every access takes it, kv is a plain map (a lock-free map would buy
 	// nothing; see docs/serve.md for why not cornelk/hashmap).
-	mu      sync.RWMutex
-	kv      map[string]*entry
+	mu sync.RWMutex
+	kv map[string]*entry
+	// shared is set when a View holds kv: the watch then applies its next
+	// batch to a copy (set under mu read-locked, swapped under mu locked).
+	shared  atomic.Bool
 	applied atomic.Int64
 	ready   atomic.Bool
 	changed chan struct{} // closed and replaced whenever applied moves; under mu
@@ -213,6 +217,7 @@ func (c *Cache) list(ctx context.Context) (int64, error) {
 	}
 	c.mu.Lock()
 	c.kv = kv
+	c.shared.Store(false) // no View holds the new map yet
 	c.advance(resp.Header.Revision, true)
 	c.ready.Store(true)
 	c.mu.Unlock()
@@ -296,6 +301,10 @@ func (c *Cache) watch(ctx context.Context, rev int64) {
 			}
 		}
 		c.mu.Lock()
+		if c.shared.Swap(false) {
+			// A View holds the map: it must not change under it.
+			c.kv = maps.Clone(c.kv)
+		}
 		last := int64(0)
 		for i, ev := range resp.Events {
 			if entries[i] == nil {
@@ -598,10 +607,20 @@ func (c *Cache) StaleView(keys, prefixes []string) (*View, error) {
 var errNotSynced = errors.New("cache: not synced with etcd")
 
 // view copies the entries of keys and prefixes out of the cache at one
-// revision (entries never change, so copying the pointers is enough).
+// revision (entries never change, so copying the pointers is enough). A
+// read of a quarter of the keys or more, or of a prefix (which looks at
+// every key anyway), takes the cache's map itself instead: the next watch
+// batch copies the map before it changes it (the copy the read would have
+// made), and a capacity query of 10,000 nodes no longer copies 30,000
+// entries. Such a view answers the other keys the cache held at its
+// revision too: the engine asks it only for the keys it read.
 func (c *Cache) view(keys, prefixes []string) *View {
 	c.mu.RLock()
 	defer c.mu.RUnlock()
+	if len(prefixes) > 0 || 4*len(keys) >= len(c.kv) {
+		c.shared.Store(true)
+		return &View{Revision: c.applied.Load(), items: c.kv}
+	}
 	v := &View{Revision: c.applied.Load(), items: make(map[string]*entry, len(keys))}
 	for _, k := range keys {
 		if e, ok := c.kv[k]; ok {

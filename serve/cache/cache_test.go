@@ -159,3 +159,43 @@ func TestACallsReadsTakeTheRevisionAskedAhead(t *testing.T) {
 		require.Equal(t, before.Cached, c.Stats().Cached)
 	})
 }
+
+func TestAViewStaysAtItsRevisionWhileTheWatchGoesOn(t *testing.T) {
+	ctx := context.Background()
+	for _, c := range []struct {
+		name     string
+		keys     []string
+		prefixes []string
+	}{
+		{"a read of a few keys among many (copied)", []string{"/a", "/b", "/c"}, nil},
+		{"a read of most keys (the cache's map, shared)", []string{"/a", "/b", "/c", "/k0", "/k1", "/k2", "/k3", "/k4", "/k5", "/k6"}, nil},
+		{"a read of a prefix (shared)", []string{"/a"}, []string{"/"}},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			cache, s, _ := newCache(t)
+			ops := []store.Op{{Key: "/a", Value: []byte("1")}, {Key: "/b", Value: []byte("1")}}
+			for i := range 20 {
+				ops = append(ops, store.Op{Key: fmt.Sprintf("/k%d", i), Value: []byte("1")})
+			}
+			require.NoError(t, s.Txn(ctx, nil, ops))
+			view, err := cache.ReadSnapshot(ctx, c.keys, c.prefixes)
+			require.NoError(t, err)
+			require.NoError(t, s.Txn(ctx, nil, []store.Op{{Key: "/a", Value: []byte("2")}, {Key: "/b", Delete: true}, {Key: "/c", Value: []byte("new")}}))
+			later, err := cache.ReadSnapshot(ctx, c.keys, c.prefixes) // the watch has applied the write
+			require.NoError(t, err)
+			got, _ := later.Get("/a")
+			require.Equal(t, "2", string(got), "a later read sees the write")
+			_, ok := later.Get("/b")
+			require.False(t, ok)
+			got, _ = later.Get("/c")
+			require.Equal(t, "new", string(got))
+			got, _ = view.Get("/a")
+			require.Equal(t, "1", string(got), "the earlier view keeps its revision")
+			_, ok = view.Get("/b")
+			require.True(t, ok, "a key deleted since is still in the earlier view")
+			_, ok = view.Get("/c")
+			require.False(t, ok, "a key created since is not in the earlier view")
+			require.Less(t, view.Revision, later.Revision)
+		})
+	}
+}
