@@ -324,9 +324,9 @@ func (c *Cache) watch(ctx context.Context, rev int64) {
 
 // currentRevision asks etcd for its current revision with one small
 // linearizable read: the count of one key, sent as etcd's own range
-// request on the client's connection, without clientv3's request building
-// and retries (a read whose revision cannot be had goes to etcd through
-// the store, which retries).
+// request on the client's connection, without clientv3's OpGet building
+// and KV wrapper (the connection's interceptors still apply; a read whose
+// revision cannot be had goes to etcd through the store).
 func (c *Cache) currentRevision(ctx context.Context) (int64, error) {
 	c.etcdReads.Add(1)
 	resp, err := c.etcdKV.Range(ctx, &pb.RangeRequest{Key: c.revisionKey, CountOnly: true}, grpc.WaitForReady(true))
