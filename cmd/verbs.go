@@ -164,8 +164,22 @@ func describeJSONError(err error) string {
 	return err.Error()
 }
 
+// jsonAppender is an answer that encodes itself as encoding/json would,
+// byte for byte, without reflection (types.DeployCapacity).
+type jsonAppender interface {
+	AppendJSON(b []byte) ([]byte, error)
+}
+
 // writeJSON prints v as the one answer.
 func writeJSON(w io.Writer, v any) error {
+	if a, ok := v.(jsonAppender); ok {
+		b, err := a.AppendJSON(nil)
+		if err != nil {
+			return err
+		}
+		_, err = w.Write(append(b, '\n'))
+		return err
+	}
 	bw := bufio.NewWriter(w)
 	enc := json.NewEncoder(bw)
 	enc.SetEscapeHTML(false)

@@ -276,7 +276,10 @@ func (e *Engine[N, W]) viewOf(node string, r *manyRead[N]) (*nodeView[N], error)
 	if r.snap == nil {
 		return e.view(node, r.get)
 	}
-	v := &nodeView[N]{name: node, rec: e.Res.Empty(), reg: &nodes.Entry{}}
+	// The record is the decoded one, shared; an empty one is made only for
+	// a node without a record (a node's worth of allocation per node read
+	// otherwise, thrown away).
+	v := &nodeView[N]{name: node, reg: &nodes.Entry{}}
 	key := e.recordKey(node)
 	if d, ok := r.snap.Decoded(key); ok {
 		dr, _ := d.(*DecodedRecord)
@@ -289,6 +292,8 @@ func (e *Engine[N, W]) viewOf(node string, r *manyRead[N]) (*nodeView[N], error)
 		v.known = true
 	} else if _, stored := r.get(key); stored {
 		return e.view(node, r.get) // not decoded: decode it here, and report what cannot be
+	} else {
+		v.rec = e.Res.Empty()
 	}
 	key = nodes.RegistrationKey(node)
 	if d, ok := r.snap.Decoded(key); ok {

@@ -13,7 +13,6 @@ import (
 	"bufio"
 	"bytes"
 	"context"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"hash/fnv"
@@ -259,12 +258,13 @@ func (d *Daemon) Cache() *cache.Cache { return d.cache }
 // file lock, as an exec'd binary does.
 func (d *Daemon) options(cfg *config.Config, st store.Store) cmd.Options {
 	opts := cmd.Options{Config: cfg}
-	if st != nil && st == store.Store(d.cache) {
-		opts.Snapshots = snapshots{d.cache}
+	sr, cached := st.(snapshotReader)
+	if cached {
+		opts.Snapshots = snapshots{sr}
 	}
 	if st != nil {
 		opts.OpenStore = func(_ context.Context, _ *config.Config, mode config.Mode) (store.Store, error) {
-			if (mode == config.Write || mode == config.WriteExisting) && d.etcd != nil && st == store.Store(d.cache) {
+			if (mode == config.Write || mode == config.WriteExisting) && d.etcd != nil && cached {
 				return noClose{d.etcd}, nil
 			}
 			return noClose{st}, nil
@@ -293,9 +293,15 @@ func (d *Daemon) linearizable() store.Store {
 	return d.cache
 }
 
+// snapshotReader is the cache (cache.Cache, or cache.Ahead for one call).
+type snapshotReader interface {
+	store.Store
+	ReadSnapshot(ctx context.Context, keys, prefixes []string) (*cache.View, error)
+}
+
 // snapshots are the cache's linearizable reads, records decoded, for the
 // engine.
-type snapshots struct{ c *cache.Cache }
+type snapshots struct{ c snapshotReader }
 
 func (s snapshots) ReadSnapshot(ctx context.Context, keys, prefixes []string) (engine.Snapshot, error) {
 	v, err := s.c.ReadSnapshot(ctx, keys, prefixes)
@@ -318,6 +324,13 @@ func (n noClose) TxnOrRead(ctx context.Context, conds []store.Cond, ops []store.
 		return rr.TxnOrRead(ctx, conds, ops, keys)
 	}
 	return nil, n.Txn(ctx, conds, ops)
+}
+
+// ReadNames keeps the underlying store's reads in pages (the cache's go
+// straight to etcd: the engine reads names this way only once the cache
+// could not answer).
+func (n noClose) ReadNames(ctx context.Context, r store.NameRead, head func(*store.Snapshot) error, page func(*store.Snapshot, []int) error) error {
+	return store.ReadNames(ctx, n.Store, r, head, page)
 }
 
 // Listen opens the unix socket: a socket file nobody answers on is stale
@@ -391,13 +404,29 @@ func (d *Daemon) handle(conn *net.UnixConn) {
 		_, _ = conn.Write([]byte{forward.Refused})
 		return
 	}
+	// etcd's current revision is asked for now, while the request is read,
+	// checked, admitted and prepared, instead of when the verb reads: the
+	// call has begun (its client connected), so the revision is still that
+	// of every write acknowledged before it began (cache.Ahead). A call
+	// that turns out to read nothing through the cache (a write, a verb
+	// without input) cancels it.
+	var ahead *cache.Ahead
+	if d.cache != nil && !d.closing.Load() {
+		ahead = d.cache.Ahead()
+		defer ahead.Done()
+	}
 	_ = conn.SetReadDeadline(time.Now().Add(30 * time.Second))
 	req, stdin, err := forward.ReadRequest(bufio.NewReaderSize(conn, 16<<10))
 	if err != nil {
 		return // never run a call that did not arrive whole
 	}
 	_ = conn.SetReadDeadline(time.Time{})
-	opts, why := d.accept(req)
+	write, _ := forward.Write(req.Verb)
+	if ahead != nil && (write || forward.NoInput(req.Verb)) {
+		ahead.Done()
+		ahead = nil
+	}
+	opts, why := d.accept(req, ahead)
 	if why != "" {
 		d.log.Info("call declined", "verb", req.Verb, "why", why)
 		d.metrics.requests.WithLabelValues(req.Verb, "declined").Inc()
@@ -406,7 +435,6 @@ func (d *Daemon) handle(conn *net.UnixConn) {
 	}
 	start := time.Now()
 	named := peek(stdin)
-	write, _ := forward.Write(req.Verb)
 	// A write takes its node's lock before admission: writes to one node
 	// run one at a time anyway, and waiting for the lock in a seat would
 	// let a burst of writes to one node fill a level.
@@ -461,20 +489,13 @@ func (d *Daemon) handle(conn *net.UnixConn) {
 }
 
 // named is what the daemon reads of a verb's request: the fields that
-// name its pod and node, decoded once for flow control's distinguisher and
+// name its pod and node, read once for flow control's distinguisher and
 // the per-node write lock.
-type named struct {
-	Podname  string `json:"podname"`
-	Nodename string `json:"nodename"`
-}
+type named forward.Named
 
-// peek decodes the naming fields of a verb's request (zero for a request
-// that is not a JSON object: the verb itself reports that).
-func peek(stdin []byte) named {
-	var n named
-	_ = json.Unmarshal(stdin, &n)
-	return n
-}
+// peek reads the naming fields of a verb's request (forward.Names: without
+// decoding the rest).
+func peek(stdin []byte) named { return named(forward.Names(stdin)) }
 
 // pod is the request's pod, or its node for verbs that name only a node.
 func (n named) pod() string {
@@ -542,8 +563,9 @@ func (d *Daemon) lockNode(write bool, nodename string) func() {
 	return mu.Unlock
 }
 
-// accept decides whether the daemon runs req, and how.
-func (d *Daemon) accept(req forward.Request) (cmd.Options, string) {
+// accept decides whether the daemon runs req, and how: its reads through
+// ahead when not nil, else the daemon's store.
+func (d *Daemon) accept(req forward.Request, ahead *cache.Ahead) (cmd.Options, string) {
 	if d.closing.Load() {
 		return cmd.Options{}, "shutting down"
 	}
@@ -564,6 +586,9 @@ func (d *Daemon) accept(req forward.Request) (cmd.Options, string) {
 		if err != nil || fi.Size() != s.size || !fi.ModTime().Equal(s.mtime) {
 			return cmd.Options{}, "config changed since the daemon started: " + req.Config
 		}
+	}
+	if ahead != nil {
+		return d.options(s.cfg, ahead), ""
 	}
 	return d.options(s.cfg, d.linearizable()), ""
 }

@@ -27,7 +27,10 @@ func BenchmarkAForwardedSingleNodeCall(b *testing.B) {
 	etcd := storetest.SharedEtcd(b)
 	dir := b.TempDir()
 	file := filepath.Join(dir, "storage.yaml")
-	require.NoError(b, os.WriteFile(file, []byte(fmt.Sprintf("etcd:\n  machines: [%q]\n  prefix: /bench-forward\n", etcd.Endpoint)), 0o644))
+	// A prefix of its own for each run: -count runs the benchmark again on
+	// the same etcd, where the node of the run before is still registered.
+	prefix := fmt.Sprintf("/bench-forward-%d-%d", os.Getpid(), clusters.Add(1))
+	require.NoError(b, os.WriteFile(file, []byte(fmt.Sprintf("etcd:\n  machines: [%q]\n  prefix: %s\n", etcd.Endpoint, prefix)), 0o644))
 	cfg, err := config.Load(file, "storage")
 	require.NoError(b, err)
 	sc, err := LoadConfig(file, dir)

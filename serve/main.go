@@ -12,6 +12,7 @@ import (
 	"strings"
 	"syscall"
 
+	"github.com/eru-extend/resources/cmd"
 	"github.com/eru-extend/resources/cmd/config"
 	"github.com/eru-extend/resources/types"
 )
@@ -63,6 +64,9 @@ func Main(name string, args []string, stderr io.Writer) int {
 	hup := make(chan os.Signal, 1)
 	signal.Notify(hup, syscall.SIGHUP)
 	defer signal.Stop(hup)
+	// A long-running process that may hold little: no collection before
+	// a floor, then Go's default (an operator's GOGC or GOMEMLIMIT wins).
+	cmd.DaemonGC()
 	d, err := New(ctx, name, wd, cfg, sc, log, nil)
 	if err != nil {
 		return fail(err)

@@ -2,7 +2,6 @@ package forward
 
 import (
 	"bytes"
-	"encoding/json"
 	"fmt"
 	"io"
 	"os"
@@ -250,16 +249,14 @@ func scalar(v string) string {
 // nodeOf is ": node NAME" for a request naming a node, as the command tree
 // prints it.
 func nodeOf(stdin []byte) string {
-	var req struct {
-		Nodename string `json:"nodename"`
-	}
-	if json.Unmarshal(stdin, &req) != nil || req.Nodename == "" {
+	node := Names(stdin).Nodename
+	if node == "" {
 		return ""
 	}
-	if plainName(req.Nodename) {
-		return ": node " + req.Nodename
+	if plainName(node) {
+		return ": node " + node
 	}
-	return ": node " + strconv.Quote(req.Nodename)
+	return ": node " + strconv.Quote(node)
 }
 
 func plainName(n string) bool {

@@ -21,6 +21,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"maps"
 	"runtime"
 	"slices"
 	"strings"
@@ -28,7 +29,9 @@ import (
 	"sync/atomic"
 	"time"
 
+	pb "go.etcd.io/etcd/api/v3/etcdserverpb"
 	clientv3 "go.etcd.io/etcd/client/v3"
+	"google.golang.org/grpc"
 
 	"github.com/eru-extend/resources/store"
 	"github.com/eru-extend/resources/store/etcdstore"
@@ -75,16 +78,22 @@ type Stats struct {
 type Cache struct {
 	under  Underlying
 	client *clientv3.Client
-	prefix string // etcd prefix, without the trailing slash
-	wait   time.Duration
-	decode Decode // nil: values are not decoded
+	etcdKV pb.KVClient // etcd's KV service on client's connection
+	// revisionKey is the one key whose count asks etcd for its revision.
+	revisionKey []byte
+	prefix      string // etcd prefix, without the trailing slash
+	wait        time.Duration
+	decode      Decode // nil: values are not decoded
 
 	// mu orders the watch's batches against readers: a reader holds it for
 	// reading while it copies keys, so it sees whole transactions only. As
 	// every access takes it, kv is a plain map (a lock-free map would buy
 	// nothing; see docs/serve.md for why not cornelk/hashmap).
-	mu      sync.RWMutex
-	kv      map[string]*entry
+	mu sync.RWMutex
+	kv map[string]*entry
+	// shared is set when a View holds kv: the watch then applies its next
+	// batch to a copy (set under mu read-locked, swapped under mu locked).
+	shared  atomic.Bool
 	applied atomic.Int64
 	ready   atomic.Bool
 	changed chan struct{} // closed and replaced whenever applied moves; under mu
@@ -115,6 +124,7 @@ func New(under Underlying, prefix string, wait time.Duration, decode Decode) (*C
 	c := &Cache{
 		under:   under,
 		client:  client,
+		etcdKV:  pb.NewKVClient(client.ActiveConnection()),
 		prefix:  strings.TrimSuffix(prefix, "/"),
 		wait:    wait,
 		decode:  decode,
@@ -126,6 +136,7 @@ func New(under Underlying, prefix string, wait time.Duration, decode Decode) (*C
 		// waiting silently.
 		streamCtx: clientv3.WithRequireLeader(context.Background()),
 	}
+	c.revisionKey = []byte(c.prefix + "/")
 	go c.run(ctx)
 	return c, nil
 }
@@ -214,6 +225,7 @@ func (c *Cache) list(ctx context.Context) (int64, error) {
 	}
 	c.mu.Lock()
 	c.kv = kv
+	c.shared.Store(false) // no View holds the new map yet
 	c.advance(resp.Header.Revision, true)
 	c.ready.Store(true)
 	c.mu.Unlock()
@@ -297,6 +309,10 @@ func (c *Cache) watch(ctx context.Context, rev int64) {
 			}
 		}
 		c.mu.Lock()
+		if c.shared.Swap(false) {
+			// A View holds the map: it must not change under it.
+			c.kv = maps.Clone(c.kv)
+		}
 		last := int64(0)
 		for i, ev := range resp.Events {
 			if entries[i] == nil {
@@ -315,10 +331,13 @@ func (c *Cache) watch(ctx context.Context, rev int64) {
 }
 
 // currentRevision asks etcd for its current revision with one small
-// linearizable read.
+// linearizable read: the count of one key, sent as etcd's own range
+// request on the client's connection, without clientv3's OpGet building
+// and KV wrapper (the connection's interceptors still apply; a read whose
+// revision cannot be had goes to etcd through the store).
 func (c *Cache) currentRevision(ctx context.Context) (int64, error) {
 	c.etcdReads.Add(1)
-	resp, err := c.client.Get(ctx, c.prefix+"/", clientv3.WithCountOnly())
+	resp, err := c.etcdKV.Range(ctx, &pb.RangeRequest{Key: c.revisionKey, CountOnly: true}, grpc.WaitForReady(true))
 	if err != nil {
 		return 0, err
 	}
@@ -371,11 +390,27 @@ func (c *Cache) Read(ctx context.Context, keys []string, prefixes []string) (*st
 // linearizable waits until the cache may answer a read that began now:
 // false when the read must go to etcd instead.
 func (c *Cache) linearizable(ctx context.Context) bool {
+	return c.linearizableAt(ctx, nil)
+}
+
+// linearizableAt is linearizable with etcd's current revision taken from
+// ahead when it holds one no read has taken yet (see Ahead), else asked
+// for now.
+func (c *Cache) linearizableAt(ctx context.Context, ahead *revision) bool {
 	if !c.ready.Load() {
 		return false
 	}
-	rev, err := c.currentRevision(ctx)
-	asked := time.Now()
+	var (
+		rev   int64
+		asked time.Time
+		err   error
+	)
+	if ahead != nil && ahead.take() {
+		rev, asked, err = ahead.wait(ctx)
+	} else {
+		rev, err = c.currentRevision(ctx)
+		asked = time.Now()
+	}
 	if err != nil {
 		return false // the direct read reports etcd's failure as the store does
 	}
@@ -386,6 +421,115 @@ func (c *Cache) linearizable(ctx context.Context) bool {
 	c.cached.Add(1)
 	return true
 }
+
+// revision is etcd's current revision asked for ahead of the read that
+// will take it (Ahead).
+type revision struct {
+	done   chan struct{} // closed once rev, asked and err are set
+	rev    int64
+	asked  time.Time // when etcd's answer arrived
+	err    error
+	taken  atomic.Bool
+	cancel context.CancelFunc
+}
+
+// take claims the revision for one read; false once a read has.
+func (r *revision) take() bool { return r.taken.CompareAndSwap(false, true) }
+
+// wait waits for etcd's answer, at most until ctx ends.
+func (r *revision) wait(ctx context.Context) (int64, time.Time, error) {
+	select {
+	case <-r.done:
+		return r.rev, r.asked, r.err
+	case <-ctx.Done():
+		return 0, time.Time{}, ctx.Err()
+	}
+}
+
+// Ahead is the cache as one call reads it: etcd's current revision is
+// asked for when Ahead is made, while the call gets ready to read, and
+// its first linearizable read (Read, ReadSnapshot) takes that revision
+// instead of asking etcd then. That read is still linearizable for the
+// call: the revision was asked for after the call began (make Ahead only
+// once the call has arrived), so it is at least that of every write
+// acknowledged before. The call's later reads ask etcd themselves, as
+// reads of the Cache do, so that a read after a write of the same call
+// sees that write. Done must be called once the call ends.
+type Ahead struct {
+	c   *Cache
+	rev *revision
+}
+
+// Ahead starts asking etcd for its current revision for one call's reads.
+// Nothing is asked while the cache is not synced (its reads then go to
+// etcd anyway).
+func (c *Cache) Ahead() *Ahead {
+	a := &Ahead{c: c}
+	if !c.ready.Load() {
+		return a
+	}
+	// Not bounded by the call's deadline, which the cache does not know:
+	// the read that takes the revision waits for it at most until its own
+	// context ends, and Done cancels the request.
+	ctx, cancel := context.WithCancel(context.Background())
+	r := &revision{done: make(chan struct{}), cancel: cancel}
+	go func() {
+		defer close(r.done)
+		r.rev, r.err = c.currentRevision(ctx)
+		r.asked = time.Now()
+	}()
+	a.rev = r
+	return a
+}
+
+// Done ends the call: a revision no read took is no longer waited for.
+func (a *Ahead) Done() {
+	if a.rev != nil {
+		a.rev.cancel()
+	}
+}
+
+var (
+	_ store.Store      = (*Ahead)(nil)
+	_ store.Rereader   = (*Ahead)(nil)
+	_ store.NameReader = (*Ahead)(nil)
+)
+
+// Read is the Cache's Read, on the revision asked ahead when it is the
+// call's first.
+func (a *Ahead) Read(ctx context.Context, keys []string, prefixes []string) (*store.Snapshot, error) {
+	if !a.c.linearizableAt(ctx, a.rev) {
+		return a.c.readDirect(ctx, keys, prefixes)
+	}
+	return a.c.snapshot(keys, prefixes), nil
+}
+
+// ReadSnapshot is the Cache's ReadSnapshot, on the revision asked ahead
+// when it is the call's first.
+func (a *Ahead) ReadSnapshot(ctx context.Context, keys, prefixes []string) (*View, error) {
+	if !a.c.linearizableAt(ctx, a.rev) {
+		return nil, ErrNotCurrent
+	}
+	return a.c.view(keys, prefixes), nil
+}
+
+// ReadNames is the Cache's ReadNames (straight from etcd).
+func (a *Ahead) ReadNames(ctx context.Context, r store.NameRead, head func(*store.Snapshot) error, page func(*store.Snapshot, []int) error) error {
+	return a.c.ReadNames(ctx, r, head, page)
+}
+
+// Txn is the Cache's Txn.
+func (a *Ahead) Txn(ctx context.Context, conds []store.Cond, ops []store.Op) error {
+	return a.c.Txn(ctx, conds, ops)
+}
+
+// TxnOrRead is the Cache's TxnOrRead.
+func (a *Ahead) TxnOrRead(ctx context.Context, conds []store.Cond, ops []store.Op, keys []string) (*store.Snapshot, error) {
+	return a.c.TxnOrRead(ctx, conds, ops, keys)
+}
+
+// Close does nothing: the cache outlives the call (see Done).
+func (a *Ahead) Close() error { return nil }
 
 func (c *Cache) readDirect(ctx context.Context, keys []string, prefixes []string) (*store.Snapshot, error) {
 	c.direct.Add(1)
@@ -471,10 +615,20 @@ func (c *Cache) StaleView(keys, prefixes []string) (*View, error) {
 var errNotSynced = errors.New("cache: not synced with etcd")
 
 // view copies the entries of keys and prefixes out of the cache at one
-// revision (entries never change, so copying the pointers is enough).
+// revision (entries never change, so copying the pointers is enough). A
+// read of a quarter of the keys or more, or of a prefix (which looks at
+// every key anyway), takes the cache's map itself instead: the next watch
+// batch copies the map before it changes it (the copy the read would have
+// made), and a capacity query of 10,000 nodes no longer copies 30,000
+// entries. Such a view answers the other keys the cache held at its
+// revision too: the engine asks it only for the keys it read.
 func (c *Cache) view(keys, prefixes []string) *View {
 	c.mu.RLock()
 	defer c.mu.RUnlock()
+	if len(prefixes) > 0 || 4*len(keys) >= len(c.kv) {
+		c.shared.Store(true)
+		return &View{Revision: c.applied.Load(), items: c.kv}
+	}
 	v := &View{Revision: c.applied.Load(), items: make(map[string]*entry, len(keys))}
 	for _, k := range keys {
 		if e, ok := c.kv[k]; ok {

@@ -110,3 +110,93 @@ func TestTheCache(t *testing.T) {
 		require.ErrorIs(t, c.Stale().Txn(ctx, nil, []store.Op{{Key: "/s", Value: []byte("2")}}), store.ErrReadOnly)
 	})
 }
+
+func TestACallsReadsTakeTheRevisionAskedAhead(t *testing.T) {
+	ctx := context.Background()
+	t.Run("the first read takes the revision asked when the call arrived and sees every write acknowledged before", func(t *testing.T) {
+		c, s, _ := newCache(t)
+		for i := range 20 {
+			v := []byte(fmt.Sprint(i))
+			require.NoError(t, s.Txn(ctx, nil, []store.Op{{Key: "/k", Value: v}}))
+			before := c.Stats()
+			a := c.Ahead()
+			got, ok, err := store.Get(ctx, a, "/k")
+			a.Done()
+			require.NoError(t, err)
+			require.True(t, ok)
+			require.Equal(t, string(v), string(got))
+			after := c.Stats()
+			require.Equal(t, before.Cached+1, after.Cached, "answered from memory")
+			require.Equal(t, before.EtcdReads+1, after.EtcdReads, "one request to etcd: the revision asked ahead")
+		}
+	})
+	t.Run("a later read of the same call asks etcd again, so it sees the call's own write", func(t *testing.T) {
+		c, s, _ := newCache(t)
+		require.NoError(t, s.Txn(ctx, nil, []store.Op{{Key: "/w", Value: []byte("1")}}))
+		a := c.Ahead()
+		defer a.Done()
+		view, err := a.ReadSnapshot(ctx, []string{"/w"}, nil)
+		require.NoError(t, err)
+		got, _ := view.Get("/w")
+		require.Equal(t, "1", string(got))
+		require.NoError(t, s.Txn(ctx, nil, []store.Op{{Key: "/w", Value: []byte("2")}}))
+		before := c.Stats()
+		view, err = a.ReadSnapshot(ctx, []string{"/w"}, nil)
+		require.NoError(t, err)
+		got, _ = view.Get("/w")
+		require.Equal(t, "2", string(got))
+		require.Equal(t, before.EtcdReads+1, c.Stats().EtcdReads, "the second read asked etcd for its revision itself")
+	})
+	t.Run("a read whose context ends while the revision is on its way goes to etcd and reports it", func(t *testing.T) {
+		c, _, _ := newCache(t)
+		a := c.Ahead()
+		defer a.Done()
+		done, cancel := context.WithCancel(ctx)
+		cancel()
+		before := c.Stats()
+		_, err := a.Read(done, []string{"/x"}, nil)
+		require.ErrorContains(t, err, "no answer in time", "etcd's failure, as the store reports it")
+		require.Equal(t, before.Direct+1, c.Stats().Direct)
+		require.Equal(t, before.Cached, c.Stats().Cached)
+	})
+}
+
+func TestAViewStaysAtItsRevisionWhileTheWatchGoesOn(t *testing.T) {
+	ctx := context.Background()
+	for _, c := range []struct {
+		name     string
+		keys     []string
+		prefixes []string
+	}{
+		{"a read of a few keys among many (copied)", []string{"/a", "/b", "/c"}, nil},
+		{"a read of most keys (the cache's map, shared)", []string{"/a", "/b", "/c", "/k0", "/k1", "/k2", "/k3", "/k4", "/k5", "/k6"}, nil},
+		{"a read of a prefix (shared)", []string{"/a"}, []string{"/"}},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			cache, s, _ := newCache(t)
+			ops := []store.Op{{Key: "/a", Value: []byte("1")}, {Key: "/b", Value: []byte("1")}}
+			for i := range 20 {
+				ops = append(ops, store.Op{Key: fmt.Sprintf("/k%d", i), Value: []byte("1")})
+			}
+			require.NoError(t, s.Txn(ctx, nil, ops))
+			view, err := cache.ReadSnapshot(ctx, c.keys, c.prefixes)
+			require.NoError(t, err)
+			require.NoError(t, s.Txn(ctx, nil, []store.Op{{Key: "/a", Value: []byte("2")}, {Key: "/b", Delete: true}, {Key: "/c", Value: []byte("new")}}))
+			later, err := cache.ReadSnapshot(ctx, c.keys, c.prefixes) // the watch has applied the write
+			require.NoError(t, err)
+			got, _ := later.Get("/a")
+			require.Equal(t, "2", string(got), "a later read sees the write")
+			_, ok := later.Get("/b")
+			require.False(t, ok)
+			got, _ = later.Get("/c")
+			require.Equal(t, "new", string(got))
+			got, _ = view.Get("/a")
+			require.Equal(t, "1", string(got), "the earlier view keeps its revision")
+			_, ok = view.Get("/b")
+			require.True(t, ok, "a key deleted since is still in the earlier view")
+			_, ok = view.Get("/c")
+			require.False(t, ok, "a key created since is not in the earlier view")
+			require.Less(t, view.Revision, later.Revision)
+		})
+	}
+}
