@@ -113,7 +113,10 @@ func (s *Store) cause(err error) error {
 	if !errors.Is(err, context.DeadlineExceeded) && !errors.Is(err, context.Canceled) {
 		return reason(err)
 	}
-	if !s.client.live() {
+	// Only a deadline says anything about the endpoint: a call its caller
+	// cancelled (the daemon's caller went away) may not have had a
+	// connection yet, as the client connects at its first call.
+	if !s.client.live() && !errors.Is(err, context.Canceled) {
 		why := diagnose(s.cfg.Endpoints, s.tls, probeTimeout)
 		return fmt.Errorf("unreachable: no connection within %s: %s", s.dial, why)
 	}
