@@ -22,7 +22,7 @@ func main() {
 	}
 	// A call run here is one short process: no collection until its heap
 	// is large, then a lower target than Go's for a smaller peak on
-	// many-node reads. The daemon keeps Go's default.
+	// many-node reads. The daemon paces its own (cmd.DaemonGC).
 	cmd.ColdGC()
 	os.Exit(cmd.Main("compute", os.Args[1:], stdin, os.Stdout, os.Stderr))
 }
