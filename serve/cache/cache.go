@@ -69,6 +69,9 @@ type Stats struct {
 	Keys         int
 	LastEtcdRev  int64 // the last current revision etcd told a read
 	ProgressReqs int64
+	// ProgressAlong counts the progress requests sent together with a
+	// read's revision request (of ProgressReqs).
+	ProgressAlong int64
 	// EtcdReads counts every read request the cache sent etcd: lists,
 	// revision checks and direct reads (not the watch's own stream).
 	EtcdReads int64
@@ -99,8 +102,12 @@ type Cache struct {
 	changed chan struct{} // closed and replaced whenever applied moves; under mu
 
 	lastProgress atomic.Int64 // unix nanos of the last progress request sent
+	// progressMoved is when a progress notification last moved the applied
+	// revision: keys outside the prefix are being written, and a read's
+	// revision will be past the watch's last event (see currentRevision).
+	progressMoved atomic.Int64
 
-	restarts, direct, cached, progressReqs, lastEtcdRev, etcdReads atomic.Int64
+	restarts, direct, cached, progressReqs, progressAlong, lastEtcdRev, etcdReads atomic.Int64
 
 	// streamCtx carries the metadata of the watch's stream (leader
 	// required), so that progress requests reach that stream.
@@ -158,7 +165,7 @@ func (c *Cache) Stats() Stats {
 	c.mu.RUnlock()
 	return Stats{
 		Applied: c.applied.Load(), Restarts: c.restarts.Load(), Direct: c.direct.Load(), Cached: c.cached.Load(),
-		Ready: c.ready.Load(), Keys: keys, LastEtcdRev: c.lastEtcdRev.Load(), ProgressReqs: c.progressReqs.Load(),
+		Ready: c.ready.Load(), Keys: keys, LastEtcdRev: c.lastEtcdRev.Load(), ProgressReqs: c.progressReqs.Load(), ProgressAlong: c.progressAlong.Load(),
 		EtcdReads: c.etcdReads.Load(),
 	}
 }
@@ -294,6 +301,9 @@ func (c *Cache) watch(ctx context.Context, rev int64) {
 		if resp.IsProgressNotify() {
 			// Sent only once every event up to the header has been sent.
 			c.mu.Lock()
+			if resp.Header.Revision > c.applied.Load() {
+				c.progressMoved.Store(time.Now().UnixNano())
+			}
 			c.advance(resp.Header.Revision, false)
 			c.mu.Unlock()
 			continue
@@ -336,6 +346,20 @@ func (c *Cache) watch(ctx context.Context, rev int64) {
 // and KV wrapper (the connection's interceptors still apply; a read whose
 // revision cannot be had goes to etcd through the store).
 func (c *Cache) currentRevision(ctx context.Context) (int64, error) {
+	// While keys outside the prefix are being written (core's own, on a
+	// shared etcd), etcd's revision is past the watch's last event at
+	// almost every read, and the read would wait for a progress
+	// notification asked for once the revision is known: a second round
+	// trip. The request goes out with the revision's instead, and its
+	// answer usually arrives with it. (A notification's header is a
+	// revision all of whose events were sent; await still asks again
+	// when this one is not far enough.)
+	if now := time.Now().UnixNano(); now-c.progressMoved.Load() < int64(progressAlongFor) {
+		c.lastProgress.Store(now)
+		c.progressReqs.Add(1)
+		c.progressAlong.Add(1)
+		_ = c.client.RequestProgress(c.streamCtx)
+	}
 	c.etcdReads.Add(1)
 	resp, err := c.etcdKV.Range(ctx, &pb.RangeRequest{Key: c.revisionKey, CountOnly: true}, grpc.WaitForReady(true))
 	if err != nil {
@@ -343,6 +367,11 @@ func (c *Cache) currentRevision(ctx context.Context) (int64, error) {
 	}
 	return resp.Header.Revision, nil
 }
+
+// progressAlongFor is how long after a progress notification last moved
+// the applied revision reads send their progress request along with their
+// revision request.
+const progressAlongFor = 10 * time.Second
 
 // await waits until the cache has applied rev, asking etcd for progress
 // notifications while it waits; false when the wait ran out.

@@ -64,6 +64,25 @@ func TestTheCache(t *testing.T) {
 		require.Equal(t, int64(5), st.Cached, "answered from the cache, not from etcd")
 		require.Positive(t, st.ProgressReqs)
 	})
+	t.Run("while keys outside the prefix keep changing, a read sends its progress request along with its revision request and sees every write", func(t *testing.T) {
+		c, s, prefix := newCache(t)
+		client := storetest.SharedEtcd(t).Client(t)
+		for i := range 20 {
+			_, err := client.Put(ctx, prefix+"-elsewhere/x", fmt.Sprint(i))
+			require.NoError(t, err)
+			v := []byte(fmt.Sprint(i))
+			require.NoError(t, s.Txn(ctx, nil, []store.Op{{Key: "/k", Value: v}}))
+			_, err = client.Put(ctx, prefix+"-elsewhere/y", fmt.Sprint(i))
+			require.NoError(t, err)
+			got, ok, err := store.Get(ctx, c, "/k")
+			require.NoError(t, err)
+			require.True(t, ok)
+			require.Equal(t, string(v), string(got), "read %d sees the write before it", i)
+		}
+		st := c.Stats()
+		require.Equal(t, int64(20), st.Cached, "answered from the cache, not from etcd")
+		require.Positive(t, st.ProgressAlong, "once a notification moved the revision, reads ask along")
+	})
 	t.Run("reads are whole snapshots with etcd's mod revisions, and writes compare them", func(t *testing.T) {
 		c, s, _ := newCache(t)
 		require.NoError(t, s.Txn(ctx, nil, []store.Op{{Key: "/a", Value: []byte("1")}, {Key: "/b", Value: []byte("1")}}))
