@@ -298,8 +298,15 @@ func TestPlacementVerbsStopAtTheirDeadline(t *testing.T) {
 			require.True(t, strings.HasPrefix(line, "storage: calculate-deploy: node n1: deadline_exceeded: the plan search stopped at the call's deadline"), line)
 		})
 	}
-	t.Run("etcd", func(t *testing.T) { run(t, testenv.NewEtcd(t, testenv.WithConfig("  call_timeout: 1s"))) })
-	t.Run("embedded", func(t *testing.T) { run(t, testenv.NewEmbedded(t, testenv.WithConfig("etcd:\n  call_timeout: 1s"))) })
+	pick := testenv.ShortStore(t)
+	t.Run("etcd", func(t *testing.T) {
+		testenv.SkipUnlessShortStore(t, pick, "etcd")
+		run(t, testenv.NewEtcd(t, testenv.WithConfig("  call_timeout: 1s")))
+	})
+	t.Run("embedded", func(t *testing.T) {
+		testenv.SkipUnlessShortStore(t, pick, "embedded")
+		run(t, testenv.NewEmbedded(t, testenv.WithConfig("etcd:\n  call_timeout: 1s")))
+	})
 }
 
 func TestRefusalsNameWhatStoppedThem(t *testing.T) {

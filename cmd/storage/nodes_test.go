@@ -359,7 +359,8 @@ func TestStatusPrecedence(t *testing.T) {
 		nodeOp(t, env, "drain", "retired")
 		nodeOp(t, env, "isolate", "retired")
 		nodeOp(t, env, "retire", "retired")
-		time.Sleep(2500 * time.Millisecond) // the lost node's session expires (etcd leases last at least 2s)
+		// the lost node's session expires (etcd leases last at least 2s)
+		require.Eventually(t, func() bool { return nodeGet(t, env, "lost").Status == "UNAVAILABLE" }, 10*time.Second, 200*time.Millisecond)
 
 		want := map[string]string{
 			"ready": "READY", "draining": "DRAINING", "drained": "DRAINED", "isolated": "UNAVAILABLE",

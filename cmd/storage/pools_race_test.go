@@ -86,6 +86,13 @@ func TestPoolRaceManyDeploys(t *testing.T) {
 		require.Equal(t, int64(10), v.Objects)
 		noDrift(t, env)
 	}
-	t.Run("on etcd, 8 processes through 4 nodes land exactly 10 (4 under -short)", func(t *testing.T) { run(t, testenv.NewEtcd(t, raceBudget), sizes(8, 4)) })
-	t.Run("on the embedded store, 4 processes through 4 nodes land exactly 10", func(t *testing.T) { run(t, testenv.NewEmbedded(t, raceBudget), 4) })
+	pick := testenv.ShortStore(t)
+	t.Run("on etcd, 8 processes through 4 nodes land exactly 10 (4 under -short)", func(t *testing.T) {
+		testenv.SkipUnlessShortStore(t, pick, "etcd")
+		run(t, testenv.NewEtcd(t, raceBudget), sizes(8, 4))
+	})
+	t.Run("on the embedded store, 4 processes through 4 nodes land exactly 10", func(t *testing.T) {
+		testenv.SkipUnlessShortStore(t, pick, "embedded")
+		run(t, testenv.NewEmbedded(t, raceBudget), 4)
+	})
 }

@@ -129,10 +129,17 @@ func TestPoolRaceDeclareLost(t *testing.T) {
 		require.Len(t, objs, int(landed.Load())+1)
 		exactPool(t, env, "ceph-a")
 	}
+	pick := testenv.ShortStore(t)
 	for i := range sizes(2, 1) {
-		t.Run(fmt.Sprintf("on etcd, round %d", i+1), func(t *testing.T) { run(t, testenv.NewEtcd(t, raceBudget)) })
+		t.Run(fmt.Sprintf("on etcd, round %d", i+1), func(t *testing.T) {
+			testenv.SkipUnlessShortStore(t, pick, "etcd")
+			run(t, testenv.NewEtcd(t, raceBudget))
+		})
 	}
-	t.Run("on the embedded store", func(t *testing.T) { run(t, testenv.NewEmbedded(t, raceBudget)) })
+	t.Run("on the embedded store", func(t *testing.T) {
+		testenv.SkipUnlessShortStore(t, pick, "embedded")
+		run(t, testenv.NewEmbedded(t, raceBudget))
+	})
 }
 
 // TestPoolRaceIsolation is race 8: n1 is isolated with four objects; for

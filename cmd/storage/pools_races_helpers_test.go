@@ -242,10 +242,18 @@ func exactPool(t *testing.T, env *testenv.Env, id string) map[string]storedObjec
 // loaded, not latency.
 var raceBudget = testenv.WithBudget(20 * time.Second)
 
-// races runs a race on a real etcd and on the embedded store.
+// races runs a race on a real etcd and on the embedded store (under -short
+// on one of them: testenv.ShortStore).
 func races(t *testing.T, run func(t *testing.T, env *testenv.Env)) {
-	t.Run("on etcd", func(t *testing.T) { run(t, testenv.NewEtcd(t, raceBudget)) })
-	t.Run("on the embedded store", func(t *testing.T) { run(t, testenv.NewEmbedded(t, raceBudget)) })
+	pick := testenv.ShortStore(t)
+	t.Run("on etcd", func(t *testing.T) {
+		testenv.SkipUnlessShortStore(t, pick, "etcd")
+		run(t, testenv.NewEtcd(t, raceBudget))
+	})
+	t.Run("on the embedded store", func(t *testing.T) {
+		testenv.SkipUnlessShortStore(t, pick, "embedded")
+		run(t, testenv.NewEmbedded(t, raceBudget))
+	})
 }
 
 // sizes returns n when the test runs in full, small under -short.

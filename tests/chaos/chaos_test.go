@@ -184,6 +184,7 @@ func TestNoReportedOutcomeIsFalseUnderChaos(t *testing.T) {
 		req, _ := json.Marshal(map[string]any{"nodename": node, "resource_request": map[string]any{"volumes": []string{device + ":1G"}}, "delta": true, "incr": true})
 		wg.Go(func() {
 			var expected, pending int64 // GiB acknowledged (or found landed); unknown outcomes not yet seen to land
+			var lastUnknown time.Time   // when the last call answered "outcome unknown"
 			for i := 0; claimed.Add(1) <= int64(target) && time.Since(start) < limit; i++ {
 				res := run(storage, plugins, req, "set-node-resource-usage")
 				tl.writes.Add(1)
@@ -195,6 +196,7 @@ func TestNoReportedOutcomeIsFalseUnderChaos(t *testing.T) {
 				case res.code == 128 && strings.Contains(res.stderr, ": unavailable: outcome unknown: "):
 					tl.unknown.Add(1)
 					pending++
+					lastUnknown = time.Now()
 					outcome = "unknown"
 				case res.code == 128:
 					tl.refused.Add(1)
@@ -226,9 +228,11 @@ func TestNoReportedOutcomeIsFalseUnderChaos(t *testing.T) {
 				}
 			}
 			// Unknown outcomes not seen to land yet may still land until
-			// their guard lease expires: wait that out, then check once more.
+			// their guard lease expires: wait that out (10 s from the last
+			// such answer: the calls before it went earlier), then check
+			// once more.
 			if pending > 0 {
-				time.Sleep(10 * time.Second)
+				time.Sleep(time.Until(lastUnknown.Add(10 * time.Second)))
 				got, err := usage()
 				if err != nil {
 					problem("writer %d: %v", w, err)

@@ -70,6 +70,22 @@ func TestSIGHUPReloadsFlowControlWithoutDroppingCalls(t *testing.T) {
 	var wg sync.WaitGroup
 	var mu sync.Mutex
 	answered, bad := 0, []string{}
+	// moreAnswered waits until the callers have had n more calls answered
+	// (ten times as many in the full run): calls queued and running across
+	// what the test does meanwhile.
+	moreAnswered := func(n int) {
+		if !testing.Short() {
+			n *= 10
+		}
+		mu.Lock()
+		mark := answered
+		mu.Unlock()
+		require.Eventually(t, func() bool {
+			mu.Lock()
+			defer mu.Unlock()
+			return answered >= mark+n
+		}, 20*time.Second, 10*time.Millisecond, "the callers stopped getting answers")
+	}
 	for range 6 {
 		wg.Go(func() {
 			for {
@@ -88,19 +104,20 @@ func TestSIGHUPReloadsFlowControlWithoutDroppingCalls(t *testing.T) {
 			}
 		})
 	}
-	time.Sleep(500 * time.Millisecond)
+	moreAnswered(12)
+	before := d.Forwarded(t)
+	require.Positive(t, before, "calls are forwarded before the reload")
 	write(flowSection("metrics-scrapes", 2))
 	require.NoError(t, d.Cmd.Process.Signal(syscall.SIGHUP))
 	require.Eventually(t, func() bool { return schemaOf("/metrics") == "metrics-scrapes" }, 10*time.Second, 20*time.Millisecond)
 	// Between the write and the reload the daemon declines the changed
 	// file's calls (the binaries run them); once reloaded it serves them.
-	before := d.Forwarded(t)
-	time.Sleep(500 * time.Millisecond)
-	require.Greater(t, d.Forwarded(t), before, "calls are forwarded again after the reload")
+	before = d.Forwarded(t)
+	require.Eventually(t, func() bool { return d.Forwarded(t) > before }, 10*time.Second, 20*time.Millisecond, "calls are forwarded again after the reload")
 	write(flowSection("refused", 5)) // hand_size 5 > queues 4
 	require.NoError(t, d.Cmd.Process.Signal(syscall.SIGHUP))
 	require.Eventually(t, func() bool { return strings.Contains(d.Log(), "reload refused") }, 10*time.Second, 20*time.Millisecond)
-	time.Sleep(300 * time.Millisecond)
+	moreAnswered(6)
 	close(stop)
 	wg.Wait()
 	require.Contains(t, d.Log(), "flowcontrol.levels[1].limit_response.hand_size")

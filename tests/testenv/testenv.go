@@ -12,6 +12,7 @@ import (
 	"encoding/hex"
 	"encoding/json"
 	"fmt"
+	"hash/fnv"
 	"io/fs"
 	"os"
 	"os/exec"
@@ -212,13 +213,16 @@ func NewEmbedded(t testing.TB, opts ...Option) *Env {
 // Backends runs f once on etcd and once on the embedded store, both at
 // once: each has a store of its own, and much of a behaviour test is
 // waiting (a session to expire, a process to start), which the two then
-// share.
+// share. Under -short it runs f on one of them (ShortStore).
 func Backends(t *testing.T, f func(t *testing.T, env *Env), opts ...Option) {
+	pick := ShortStore(t)
 	t.Run("etcd", func(t *testing.T) {
+		SkipUnlessShortStore(t, pick, "etcd")
 		t.Parallel()
 		f(t, NewEtcd(t, opts...))
 	})
 	t.Run("embedded", func(t *testing.T) {
+		SkipUnlessShortStore(t, pick, "embedded")
 		t.Parallel()
 		f(t, NewEmbedded(t, opts...))
 	})
@@ -228,8 +232,39 @@ func Backends(t *testing.T, f func(t *testing.T, env *Env), opts ...Option) {
 // measures behaviour under contention it makes itself (many writer
 // processes), which the other store's run would add to.
 func BackendsInTurn(t *testing.T, f func(t *testing.T, env *Env), opts ...Option) {
-	t.Run("etcd", func(t *testing.T) { f(t, NewEtcd(t, opts...)) })
-	t.Run("embedded", func(t *testing.T) { f(t, NewEmbedded(t, opts...)) })
+	pick := ShortStore(t)
+	t.Run("etcd", func(t *testing.T) {
+		SkipUnlessShortStore(t, pick, "etcd")
+		f(t, NewEtcd(t, opts...))
+	})
+	t.Run("embedded", func(t *testing.T) {
+		SkipUnlessShortStore(t, pick, "embedded")
+		f(t, NewEmbedded(t, opts...))
+	})
+}
+
+// ShortStore is the store, "etcd" or "embedded", on which a test that runs
+// on both in full runs under -short, the quick loop: the code above the
+// store interface is the same on both, and the full run (make test, no
+// -short) still runs every such test on each. It is picked by the test's
+// name, so that a test keeps its store from run to run and the quick loop
+// runs about half of these tests on each store.
+func ShortStore(t testing.TB) string {
+	h := fnv.New32a()
+	_, _ = h.Write([]byte(t.Name()))
+	if h.Sum32()%2 == 0 {
+		return "etcd"
+	}
+	return "embedded"
+}
+
+// SkipUnlessShortStore skips t, the run of a test on store kind, under
+// -short when pick (the test's ShortStore) is the other store.
+func SkipUnlessShortStore(t testing.TB, pick, kind string) {
+	t.Helper()
+	if testing.Short() && kind != pick {
+		t.Skipf("-short runs this test on the %s store only (testenv.ShortStore); the full run covers %s too", pick, kind)
+	}
 }
 
 // ConfigYAML is the config file the Env's plugins read.
