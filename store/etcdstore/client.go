@@ -99,7 +99,9 @@ func newClient(endpoints []string, tlsCfg *tls.Config, dial time.Duration) (*cli
 	// it watches and keeps it in memory for that long.
 	t.Protocols.SetUnencryptedHTTP2(true)
 	c.transport = t
-	c.http = &http.Client{Transport: t}
+	// A redirect is not followed: gRPC has none, and following it would
+	// send the call again, with its token, to wherever it points.
+	c.http = &http.Client{Transport: t, CheckRedirect: func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse }}
 	return c, nil
 }
 
@@ -387,6 +389,11 @@ func (c *client) roundTrip(ctx context.Context, e *endpoint, method string, fram
 		e.up.Store(false)
 		return nil, true, Status{codeUnavailable, "error reading from server: " + transportError(rerr).Error()}
 	}
+	if !isGRPC(resp.Header.Get("Content-Type")) {
+		// Not a gRPC answer (a proxy's, a redirect): its HTTP status
+		// says what happened, as grpc reads it.
+		return nil, true, Status{httpCode(resp.StatusCode), fmt.Sprintf("unexpected HTTP status %s, content type %q", resp.Status, resp.Header.Get("Content-Type"))}
+	}
 	if st, ok := callStatus(resp); ok {
 		if st.Code == codeDeadlineExceeded || st.Code == codeCanceled {
 			// etcd ran out of the time grpc-timeout gave it, a moment
@@ -401,8 +408,6 @@ func (c *client) roundTrip(ctx context.Context, e *endpoint, method string, fram
 		if st.Code != codeOK {
 			return nil, true, st
 		}
-	} else if resp.StatusCode != http.StatusOK {
-		return nil, true, Status{httpCode(resp.StatusCode), "unexpected HTTP status " + resp.Status}
 	} else {
 		return nil, true, Status{codeInternal, "server closed the stream without sending trailers"}
 	}
@@ -431,7 +436,21 @@ func callStatus(resp *http.Response) (Status, bool) {
 	if m, err := url.PathUnescape(msg); err == nil {
 		msg = m
 	}
+	// An error is one line: a control character (a newline) is a space.
+	msg = strings.Map(func(r rune) rune {
+		if r < ' ' || r == 0x7f {
+			return ' '
+		}
+		return r
+	}, msg)
 	return Status{Code(code), msg}, true
+}
+
+// isGRPC reports whether contentType is gRPC's (application/grpc, or
+// application/grpc+ or ; and a subtype), as grpc tells a gRPC answer.
+func isGRPC(contentType string) bool {
+	rest, ok := strings.CutPrefix(strings.ToLower(contentType), "application/grpc")
+	return ok && (rest == "" || rest[0] == '+' || rest[0] == ';')
 }
 
 // httpCode is the gRPC code of an HTTP status without a gRPC status, as
