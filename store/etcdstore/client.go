@@ -455,6 +455,12 @@ func (c *client) roundTrip(ctx context.Context, e *endpoint, method string, fram
 	if err != nil {
 		return nil, false, err
 	}
+	// net/http's HTTP/2 transport sends a request again by itself after
+	// some errors (a stream reset as refused or in error, a GOAWAY), even
+	// one etcd had whole and may have applied; without GetBody it sends
+	// again only a request of which nothing was written. Whether, and
+	// where, to send a call again is call's to decide.
+	req.GetBody = nil
 	req.Header = http.Header{
 		"Content-Type": {"application/grpc+proto"},
 		"Te":           {"trailers"},
@@ -579,7 +585,14 @@ func httpCode(status int) Code {
 func transportError(err error) error {
 	var ue *url.Error
 	if errors.As(err, &ue) {
-		return ue.Err
+		err = ue.Err
+	}
+	// A request net/http would have sent again, had it GetBody (see
+	// roundTrip): its cause, without net/http's advice.
+	if inner, ok := strings.CutPrefix(err.Error(), "http2: Transport: cannot retry err ["); ok {
+		if cause, _, ok := strings.Cut(inner, "] after Request.Body was written"); ok {
+			return errors.New(cause)
+		}
 	}
 	return err
 }

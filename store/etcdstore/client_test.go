@@ -3,14 +3,18 @@ package etcdstore_test
 import (
 	"context"
 	"encoding/binary"
+	"io"
+	"net"
 	"net/http"
 	"net/http/httptest"
 	"strings"
+	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
 
 	"github.com/stretchr/testify/require"
+	"golang.org/x/net/http2"
 
 	"github.com/eru-extend/resources/store"
 	"github.com/eru-extend/resources/store/etcdstore"
@@ -179,4 +183,86 @@ func TestAWriteAnsweredWithAnHTTPErrorIsNeverReportedWritten(t *testing.T) {
 	require.Error(t, err)
 	require.Equal(t, types.OutcomeUnknown, types.ClassOf(err), "%v", err)
 	require.True(t, strings.Contains(err.Error(), "unexpected HTTP status 502"), "%v", err)
+}
+
+// refusingH2 is an h2c server that reads each call whole, counts it, and
+// resets its stream with code instead of answering (the peer says the
+// stream was in error after it had the whole request).
+func refusingH2(t *testing.T, code http2.ErrCode) (endpoint string, calls *atomic.Int64) {
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	require.NoError(t, err)
+	calls = &atomic.Int64{}
+	var wg sync.WaitGroup
+	var mu sync.Mutex
+	var conns []net.Conn
+	wg.Go(func() {
+		for {
+			c, err := l.Accept()
+			if err != nil {
+				return
+			}
+			mu.Lock()
+			conns = append(conns, c)
+			mu.Unlock()
+			wg.Go(func() {
+				defer c.Close()
+				preface := make([]byte, len(http2.ClientPreface))
+				if _, err := io.ReadFull(c, preface); err != nil {
+					return
+				}
+				fr := http2.NewFramer(c, c)
+				if fr.WriteSettings() != nil {
+					return
+				}
+				for {
+					f, err := fr.ReadFrame()
+					if err != nil {
+						return
+					}
+					switch f := f.(type) {
+					case *http2.SettingsFrame:
+						if !f.IsAck() && fr.WriteSettingsAck() != nil {
+							return
+						}
+					case *http2.DataFrame:
+						if f.StreamEnded() {
+							calls.Add(1)
+							if fr.WriteRSTStream(f.StreamID, code) != nil {
+								return
+							}
+						}
+					}
+				}
+			})
+		}
+	})
+	t.Cleanup(func() {
+		_ = l.Close()
+		mu.Lock()
+		for _, c := range conns {
+			_ = c.Close()
+		}
+		mu.Unlock()
+		wg.Wait()
+	})
+	return "http://" + l.Addr().String(), calls
+}
+
+func TestACallEtcdHadWholeIsNeverSentAgainByTheTransport(t *testing.T) {
+	for _, code := range []http2.ErrCode{http2.ErrCodeProtocol, http2.ErrCodeRefusedStream} {
+		t.Run("after a reset with "+code.String()+" a read was sent once and failed", func(t *testing.T) {
+			endpoint, calls := refusingH2(t, code)
+			s, err := etcdstore.Open(context.Background(), etcdstore.Config{Endpoints: []string{endpoint}, Prefix: "/p", DialTimeout: time.Second})
+			require.NoError(t, err)
+			defer s.Close()
+			ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
+			defer cancel()
+			_, err = s.Read(ctx, []string{"/k"}, nil)
+			require.Error(t, err)
+			require.Equal(t, types.Unavailable, types.ClassOf(err))
+			require.EqualValues(t, 1, calls.Load(), "%v", err)
+			require.Contains(t, err.Error(), "connection error: stream error: stream ID 1; "+code.String()+"; received from peer")
+			require.NotContains(t, err.Error(), "GetBody")
+		})
+	}
 }
