@@ -25,9 +25,9 @@ import (
 // client makes etcd's unary gRPC calls over net/http's HTTP/2: h2c with
 // prior knowledge on http:// endpoints, HTTP/2 over TLS on https:// ones.
 // A call goes to the endpoints in turn, skipping one whose connection
-// failed lately; a call that could not be sent (no connection) is sent
-// again, to the next endpoint, until its context ends, as grpc's
-// wait-for-ready does. A call that was sent is never sent again, except
+// failed lately; a call that could not be sent (no connection, or none
+// within its share of the dial timeout, see connectWait) is sent again, to
+// the next endpoint, until its context ends, as grpc's wait-for-ready does. A call that was sent is never sent again, except
 // after etcd refused its auth token (then it was not applied).
 type client struct {
 	endpoints []*endpoint
@@ -42,6 +42,9 @@ type client struct {
 	connMu sync.Mutex
 	conns  map[*trackedConn]struct{} // open connections, closed by close
 	closed bool
+	// closing ends when the client is closed, and with it any dial.
+	closing context.Context
+	stop    context.CancelFunc
 
 	username, password string
 	token              atomic.Pointer[string]
@@ -66,13 +69,14 @@ const downFor = time.Second
 //
 // net/http speaks HTTP/2 to every endpoint as h2c with prior knowledge, on
 // connections the client dials itself: plain TCP for an http:// endpoint,
-// TLS (ALPN h2) for an https:// one. A TLS connection is handed over only
-// once etcd has said its first word on it: in TLS 1.3 the server judges
+// TLS (ALPN h2) for an https:// one. A connection is handed over only
+// once etcd has said its first word on it (see handshake): in TLS 1.3 the server judges
 // the client's certificate after the client's handshake is done, and its
 // refusal comes as that first word. A refused certificate is then a
 // connection that never came up — nothing is sent on it — as with grpc.
 func newClient(endpoints []string, tlsCfg *tls.Config, dial time.Duration) (*client, error) {
 	c := &client{secure: map[string]bool{}}
+	c.closing, c.stop = context.WithCancel(context.Background())
 	for _, e := range endpoints {
 		host, secure, err := endpointHost(e, tlsCfg != nil)
 		if err != nil {
@@ -99,7 +103,9 @@ func newClient(endpoints []string, tlsCfg *tls.Config, dial time.Duration) (*cli
 	// it watches and keeps it in memory for that long.
 	t.Protocols.SetUnencryptedHTTP2(true)
 	c.transport = t
-	c.http = &http.Client{Transport: t}
+	// A redirect is not followed: gRPC has none, and following it would
+	// send the call again, with its token, to wherever it points.
+	c.http = &http.Client{Transport: t, CheckRedirect: func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse }}
 	return c, nil
 }
 
@@ -125,24 +131,35 @@ func endpointHost(e string, tlsFiles bool) (string, bool, error) {
 }
 
 // dialContext dials an endpoint's connection (see newClient) and keeps it
-// until it is closed, so that close ends every connection, idle or not.
+// until it is closed, so that close ends every connection, idle or not,
+// and every dial still under way (net/http dials on after the call that
+// asked for the connection has given up).
 func (c *client) dialContext(ctx context.Context, network, addr string) (net.Conn, error) {
-	conn, err := c.dialConn(ctx, network, addr)
+	ctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	defer context.AfterFunc(c.closing, cancel)()
+	raw, err := c.dialer.DialContext(ctx, network, addr)
 	if err != nil {
 		return nil, err
 	}
-	t := &trackedConn{Conn: conn, c: c}
+	t := &trackedConn{Conn: raw, c: c}
 	c.connMu.Lock()
-	defer c.connMu.Unlock()
 	if c.closed {
-		_ = conn.Close()
+		c.connMu.Unlock()
+		_ = raw.Close()
 		return nil, net.ErrClosed
 	}
 	if c.conns == nil {
 		c.conns = map[*trackedConn]struct{}{}
 	}
 	c.conns[t] = struct{}{}
-	return t, nil
+	c.connMu.Unlock()
+	conn, err := c.handshake(ctx, t, addr)
+	if err != nil {
+		_ = t.Close()
+		return nil, err
+	}
+	return conn, nil
 }
 
 // trackedConn is a connection the client closes when it is closed.
@@ -161,11 +178,42 @@ func (t *trackedConn) Close() error {
 	return t.Conn.Close()
 }
 
-// dialConn dials a plain or a TLS connection to addr.
-func (c *client) dialConn(ctx context.Context, network, addr string) (net.Conn, error) {
-	raw, err := c.dialer.DialContext(ctx, network, addr)
-	if err != nil || !c.secure[addr] {
-		return raw, err
+// defaultDialWait bounds a connection's handshake when no dial timeout is
+// configured (grpc's least connect timeout).
+const defaultDialWait = 20 * time.Second
+
+// clientPreface is what an HTTP/2 client says first on a connection.
+const clientPreface = "PRI * HTTP/2.0\r\n\r\nSM\r\n\r\n"
+
+// handshake makes raw, a connection to addr, an HTTP/2 connection etcd has
+// accepted, as grpc makes a connection ready: one on which etcd has said
+// its first word. A member that is stopped (SIGSTOP), or cut off, accepts
+// connections in its kernel and never speaks: nothing is sent on them.
+// Over TLS, the handshake's; on a plain connection, etcd speaks once the
+// client's preface is in (etcd's listener reads it to tell gRPC from
+// HTTP/1), so the preface is sent here and dropped from what net/http
+// writes first.
+func (c *client) handshake(ctx context.Context, raw net.Conn, addr string) (net.Conn, error) {
+	// The handshake and etcd's first word within the dial timeout, and
+	// the context's deadline.
+	deadline := time.Now().Add(defaultDialWait)
+	if c.dial > 0 {
+		deadline = time.Now().Add(c.dial)
+	}
+	if d, ok := ctx.Deadline(); ok && d.Before(deadline) {
+		deadline = d
+	}
+	_ = raw.SetDeadline(deadline)
+	if !c.secure[addr] {
+		if _, err := io.WriteString(raw, clientPreface); err != nil {
+			return nil, err
+		}
+		first, err := firstWord(raw)
+		if err != nil {
+			return nil, err
+		}
+		_ = raw.SetDeadline(time.Time{})
+		return &primedConn{Conn: raw, first: first, skip: []byte(clientPreface)}, nil
 	}
 	cfg := &tls.Config{}
 	if c.tls != nil {
@@ -177,41 +225,41 @@ func (c *client) dialConn(ctx context.Context, network, addr string) (net.Conn, 
 	cfg.NextProtos = []string{"h2"}
 	tc := tls.Client(raw, cfg)
 	fail := func(err error) (net.Conn, error) {
-		_ = raw.Close()
 		return nil, fmt.Errorf("TLS: %w", err)
 	}
-	// The handshake and etcd's first word within the dial timeout, and
-	// the context's deadline.
-	var deadline time.Time
-	if c.dial > 0 {
-		deadline = time.Now().Add(c.dial)
-	}
-	if d, ok := ctx.Deadline(); ok && (deadline.IsZero() || d.Before(deadline)) {
-		deadline = d
-	}
-	_ = raw.SetDeadline(deadline)
 	if err := tc.HandshakeContext(ctx); err != nil {
 		return fail(err)
 	}
 	if p := tc.ConnectionState().NegotiatedProtocol; p != "h2" {
 		return fail(fmt.Errorf("etcd does not speak HTTP/2 over TLS (ALPN %q)", p))
 	}
+	first, err := firstWord(tc)
+	if err != nil {
+		return fail(err)
+	}
+	_ = raw.SetDeadline(time.Time{})
+	return &primedConn{Conn: tc, first: first}, nil
+}
+
+// firstWord reads what etcd says first on conn.
+func firstWord(conn net.Conn) ([]byte, error) {
 	first := make([]byte, 4096)
-	n, err := tc.Read(first)
+	n, err := conn.Read(first)
 	if n == 0 {
 		if err == nil {
 			err = io.ErrNoProgress
 		}
-		return fail(err)
+		return nil, err
 	}
-	_ = raw.SetDeadline(time.Time{})
-	return &primedConn{Conn: tc, first: first[:n]}, nil
+	return first[:n], nil
 }
 
-// primedConn is a connection whose first bytes were read ahead.
+// primedConn is a connection whose first bytes were read ahead, and whose
+// first bytes written (skip) were written already.
 type primedConn struct {
 	net.Conn
-	first []byte
+	first []byte // read by Read before the connection
+	skip  []byte // dropped from the start of what Write is given
 }
 
 func (p *primedConn) Read(b []byte) (int, error) {
@@ -221,6 +269,22 @@ func (p *primedConn) Read(b []byte) (int, error) {
 		return n, nil
 	}
 	return p.Conn.Read(b)
+}
+
+func (p *primedConn) Write(b []byte) (int, error) {
+	if len(p.skip) == 0 {
+		return p.Conn.Write(b)
+	}
+	n := min(len(p.skip), len(b))
+	if !bytes.Equal(b[:n], p.skip[:n]) {
+		return 0, errors.New("HTTP/2 connection preface expected")
+	}
+	p.skip = p.skip[n:]
+	if n == len(b) {
+		return n, nil
+	}
+	m, err := p.Conn.Write(b[n:])
+	return n + m, err
 }
 
 // loadTLS builds the client's TLS configuration from PEM files, as etcd's
@@ -309,7 +373,7 @@ func (c *client) call(ctx context.Context, method string, req []byte) ([]byte, e
 	refreshed := false
 	for try := 0; ; try++ {
 		e := c.pick()
-		resp, sent, err := c.roundTrip(ctx, e, method, frame)
+		resp, sent, err := c.roundTrip(ctx, e, method, frame, c.connectWait(ctx))
 		if err == nil {
 			return resp, nil
 		}
@@ -341,18 +405,62 @@ func (c *client) call(ctx context.Context, method string, req []byte) ([]byte, e
 	}
 }
 
-// roundTrip sends one call to e. sent reports whether the request may have
+// connectWait is how long a call waits for a connection to one endpoint
+// before it tries the next (0: as long as it has): its share of the dial
+// timeout (or of its time), so that a member that never answers (see
+// handshake) leaves time for the others, as grpc connects to every member
+// at once.
+func (c *client) connectWait(ctx context.Context) time.Duration {
+	if len(c.endpoints) < 2 {
+		return 0
+	}
+	wait := c.dial
+	if d, ok := ctx.Deadline(); ok && (wait <= 0 || time.Until(d) < wait) {
+		wait = time.Until(d)
+	}
+	return max(wait/time.Duration(len(c.endpoints)), 0)
+}
+
+// Connection states of one round trip.
+const (
+	connecting = iota
+	connected
+	passedOver // no connection within its wait: the call goes elsewhere
+)
+
+// roundTrip sends one call to e, waiting connectBy (0: as long as ctx
+// lasts) for a connection. sent reports whether the request may have
 // reached etcd (its headers were written on a connection).
-func (c *client) roundTrip(ctx context.Context, e *endpoint, method string, frame []byte) (answer []byte, sent bool, err error) {
+func (c *client) roundTrip(ctx context.Context, e *endpoint, method string, frame []byte, connectBy time.Duration) (answer []byte, sent bool, err error) {
 	var wrote atomic.Bool
+	var state atomic.Int32
+	actx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	if connectBy > 0 {
+		t := time.AfterFunc(connectBy, func() {
+			if state.CompareAndSwap(connecting, passedOver) {
+				cancel()
+			}
+		})
+		defer t.Stop()
+	}
 	trace := &httptrace.ClientTrace{
-		GotConn:      func(httptrace.GotConnInfo) { e.up.Store(true) },
+		GotConn: func(httptrace.GotConnInfo) {
+			state.CompareAndSwap(connecting, connected)
+			e.up.Store(true)
+		},
 		WroteHeaders: func() { wrote.Store(true) },
 	}
-	req, err := http.NewRequestWithContext(httptrace.WithClientTrace(ctx, trace), http.MethodPost, e.base+method, bytes.NewReader(frame))
+	req, err := http.NewRequestWithContext(httptrace.WithClientTrace(actx, trace), http.MethodPost, e.base+method, bytes.NewReader(frame))
 	if err != nil {
 		return nil, false, err
 	}
+	// net/http's HTTP/2 transport sends a request again by itself after
+	// some errors (a stream reset as refused or in error, a GOAWAY), even
+	// one etcd had whole and may have applied; without GetBody it sends
+	// again only a request of which nothing was written. Whether, and
+	// where, to send a call again is call's to decide.
+	req.GetBody = nil
 	req.Header = http.Header{
 		"Content-Type": {"application/grpc+proto"},
 		"Te":           {"trailers"},
@@ -373,6 +481,9 @@ func (c *client) roundTrip(ctx context.Context, e *endpoint, method string, fram
 		e.up.Store(false)
 		if !sent {
 			e.downUntil.Store(time.Now().Add(downFor).UnixNano())
+			if state.Load() == passedOver {
+				return nil, false, notSent{fmt.Errorf("no connection within %s", connectBy)}
+			}
 			return nil, false, notSent{transportError(err)}
 		}
 		return nil, true, Status{codeUnavailable, "connection error: " + transportError(err).Error()}
@@ -386,6 +497,11 @@ func (c *client) roundTrip(ctx context.Context, e *endpoint, method string, fram
 		}
 		e.up.Store(false)
 		return nil, true, Status{codeUnavailable, "error reading from server: " + transportError(rerr).Error()}
+	}
+	if !isGRPC(resp.Header.Get("Content-Type")) {
+		// Not a gRPC answer (a proxy's, a redirect): its HTTP status
+		// says what happened, as grpc reads it.
+		return nil, true, Status{httpCode(resp.StatusCode), fmt.Sprintf("unexpected HTTP status %s, content type %q", resp.Status, resp.Header.Get("Content-Type"))}
 	}
 	if st, ok := callStatus(resp); ok {
 		if st.Code == codeDeadlineExceeded || st.Code == codeCanceled {
@@ -401,8 +517,6 @@ func (c *client) roundTrip(ctx context.Context, e *endpoint, method string, fram
 		if st.Code != codeOK {
 			return nil, true, st
 		}
-	} else if resp.StatusCode != http.StatusOK {
-		return nil, true, Status{httpCode(resp.StatusCode), "unexpected HTTP status " + resp.Status}
 	} else {
 		return nil, true, Status{codeInternal, "server closed the stream without sending trailers"}
 	}
@@ -431,7 +545,21 @@ func callStatus(resp *http.Response) (Status, bool) {
 	if m, err := url.PathUnescape(msg); err == nil {
 		msg = m
 	}
+	// An error is one line: a control character (a newline) is a space.
+	msg = strings.Map(func(r rune) rune {
+		if r < ' ' || r == 0x7f {
+			return ' '
+		}
+		return r
+	}, msg)
 	return Status{Code(code), msg}, true
+}
+
+// isGRPC reports whether contentType is gRPC's (application/grpc, or
+// application/grpc+ or ; and a subtype), as grpc tells a gRPC answer.
+func isGRPC(contentType string) bool {
+	rest, ok := strings.CutPrefix(strings.ToLower(contentType), "application/grpc")
+	return ok && (rest == "" || rest[0] == '+' || rest[0] == ';')
 }
 
 // httpCode is the gRPC code of an HTTP status without a gRPC status, as
@@ -457,7 +585,14 @@ func httpCode(status int) Code {
 func transportError(err error) error {
 	var ue *url.Error
 	if errors.As(err, &ue) {
-		return ue.Err
+		err = ue.Err
+	}
+	// A request net/http would have sent again, had it GetBody (see
+	// roundTrip): its cause, without net/http's advice.
+	if inner, ok := strings.CutPrefix(err.Error(), "http2: Transport: cannot retry err ["); ok {
+		if cause, _, ok := strings.Cut(inner, "] after Request.Body was written"); ok {
+			return errors.New(cause)
+		}
 	}
 	return err
 }
@@ -513,6 +648,7 @@ func (c *client) close() {
 		conns = append(conns, t)
 	}
 	c.connMu.Unlock()
+	c.stop()
 	c.transport.CloseIdleConnections()
 	for _, t := range conns {
 		_ = t.Close()

@@ -229,9 +229,20 @@ type field struct {
 	bytes []byte // a length-delimited field's contents
 }
 
+// maxGroupDepth is how deep groups may nest, as deep as the runtime reads
+// them (its recursion limit): deeper ones are refused, not read at the
+// cost of the stack.
+const maxGroupDepth = 10000
+
 // consumeField reads the field at the start of b and returns it and its
 // length.
 func consumeField(b []byte) (field, int) {
+	return consumeFieldIn(b, maxGroupDepth)
+}
+
+// consumeFieldIn is consumeField for a field within groups that may nest
+// depth deeper.
+func consumeFieldIn(b []byte, depth int) (field, int) {
 	tag, n := binary.Uvarint(b)
 	if n <= 0 || tag>>3 == 0 || tag>>3 > 1<<29-1 {
 		return field{}, -1
@@ -260,8 +271,8 @@ func consumeField(b []byte) (field, int) {
 	case wireEndGroup:
 		m = 0
 	case wireStartGroup:
-		for at := 0; at < len(rest); {
-			g, k := consumeField(rest[at:])
+		for at := 0; depth >= 0 && at < len(rest); {
+			g, k := consumeFieldIn(rest[at:], depth-1)
 			if k < 0 {
 				break
 			}

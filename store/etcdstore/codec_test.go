@@ -161,6 +161,26 @@ func TestTheCodecReadsWhatTheRuntimeReads(t *testing.T) {
 			require.Error(t, decodeTxnResponse(b, &txnResponse{}))
 		}
 	})
+	t.Run("groups nested as deep as the runtime reads them are read, and deeper ones refused without running out of stack", func(t *testing.T) {
+		nested := func(depth int) []byte {
+			var b []byte
+			for range depth {
+				b = protowire.AppendTag(b, 99, protowire.StartGroupType)
+			}
+			for range depth {
+				b = protowire.AppendTag(b, 99, protowire.EndGroupType)
+			}
+			return b
+		}
+		for _, depth := range []int{1, 100, 10001} {
+			require.NoError(t, proto.Unmarshal(nested(depth), &pb.TxnResponse{}), depth)
+			require.NoError(t, decodeTxnResponse(nested(depth), &txnResponse{}), depth)
+		}
+		for _, depth := range []int{10002, 1 << 22} {
+			require.Error(t, proto.Unmarshal(nested(depth), &pb.TxnResponse{}), depth)
+			require.Error(t, decodeTxnResponse(nested(depth), &txnResponse{}), depth)
+		}
+	})
 	t.Run("a lease grant's error that is not UTF-8 is refused as the runtime refuses it", func(t *testing.T) {
 		b := protowire.AppendBytes(protowire.AppendTag(nil, 4, protowire.BytesType), []byte{0xff})
 		require.Error(t, proto.Unmarshal(b, &pb.LeaseGrantResponse{}))

@@ -3,6 +3,10 @@ package etcdstore_test
 import (
 	"context"
 	"fmt"
+	"net"
+	"runtime"
+	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -140,4 +144,80 @@ func TestAnAuthTokenEtcdNoLongerTakesIsRenewed(t *testing.T) {
 		}
 	}
 	require.Equal(t, 1, authenticated, "authenticated again once, after the token expired")
+}
+
+// silentEndpoint is an endpoint whose connections open but never answer,
+// as a stopped (SIGSTOP) member's do: its kernel still accepts them.
+func silentEndpoint(t *testing.T) string {
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	require.NoError(t, err)
+	var conns []net.Conn
+	var mu sync.Mutex
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		for {
+			c, err := l.Accept()
+			if err != nil {
+				return
+			}
+			mu.Lock()
+			conns = append(conns, c)
+			mu.Unlock()
+		}
+	}()
+	t.Cleanup(func() {
+		_ = l.Close()
+		<-done
+		mu.Lock()
+		defer mu.Unlock()
+		for _, c := range conns {
+			_ = c.Close()
+		}
+	})
+	return "http://" + l.Addr().String()
+}
+
+func TestAStoppedMemberBesideALiveOneIsPassedOverByAFreshClient(t *testing.T) {
+	e := storetest.SharedEtcd(t)
+	silent := silentEndpoint(t)
+	prefix := fmt.Sprintf("/stopped-%d", time.Now().UnixNano())
+	for _, endpoints := range [][]string{{e.Endpoint, silent}, {silent, e.Endpoint}} {
+		t.Run(fmt.Sprintf("with endpoints %v a fresh client's first read and write are answered", endpoints), func(t *testing.T) {
+			for i := range 2 {
+				s, err := etcdstore.Open(context.Background(), etcdstore.Config{Endpoints: endpoints, Prefix: prefix, DialTimeout: 2 * time.Second})
+				require.NoError(t, err)
+				ctx, cancel := context.WithTimeout(context.Background(), 3*time.Second)
+				if i == 0 {
+					_, err = s.Read(ctx, []string{"/k"}, nil)
+				} else {
+					err = s.Txn(ctx, nil, []store.Op{{Key: "/k", Value: []byte("v")}})
+				}
+				cancel()
+				_ = s.Close()
+				require.NoError(t, err)
+			}
+		})
+	}
+}
+
+func TestCloseEndsAConnectionStillBeingMade(t *testing.T) {
+	for _, scheme := range []string{"http", "https"} {
+		t.Run("over "+scheme+" no goroutine of the store's outlives Close", func(t *testing.T) {
+			endpoint := strings.Replace(silentEndpoint(t), "http", scheme, 1)
+			before := runtime.NumGoroutine()
+			s, err := etcdstore.Open(context.Background(), etcdstore.Config{Endpoints: []string{endpoint}, Prefix: "/x", DialTimeout: 20 * time.Second})
+			require.NoError(t, err)
+			ctx, cancel := context.WithTimeout(context.Background(), 200*time.Millisecond)
+			_, err = s.Read(ctx, []string{"/k"}, nil)
+			cancel()
+			require.Error(t, err)
+			require.NoError(t, s.Close())
+			// (Polled here: require.Eventually runs its own goroutines.)
+			for end := time.Now().Add(2 * time.Second); runtime.NumGoroutine() > before && time.Now().Before(end); {
+				time.Sleep(10 * time.Millisecond)
+			}
+			require.LessOrEqual(t, runtime.NumGoroutine(), before)
+		})
+	}
 }

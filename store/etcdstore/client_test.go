@@ -1,0 +1,268 @@
+package etcdstore_test
+
+import (
+	"context"
+	"encoding/binary"
+	"io"
+	"net"
+	"net/http"
+	"net/http/httptest"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+	"golang.org/x/net/http2"
+
+	"github.com/eru-extend/resources/store"
+	"github.com/eru-extend/resources/store/etcdstore"
+	"github.com/eru-extend/resources/types"
+)
+
+// fakeEtcd is an HTTP/2 (h2c) server answering every call with answer: a
+// stand-in for etcd where an answer etcd would not give is wanted.
+func fakeEtcd(t *testing.T, answer http.HandlerFunc) string {
+	srv := httptest.NewUnstartedServer(answer)
+	srv.Config.Protocols = new(http.Protocols)
+	srv.Config.Protocols.SetUnencryptedHTTP2(true)
+	srv.Start()
+	t.Cleanup(srv.Close)
+	return srv.URL
+}
+
+// grpcFrame is msg in gRPC's length-prefixed frame.
+func grpcFrame(msg []byte) []byte {
+	return append(binary.BigEndian.AppendUint32([]byte{0}, uint32(len(msg))), msg...)
+}
+
+// Messages of etcd's answers, encoded by hand: a transaction that
+// succeeded, a lease of ID 1 for 10s, an Authenticate of token "secret-token".
+var (
+	txnSucceeded = []byte{0x10, 0x01}
+	leaseGranted = []byte{0x10, 0x01, 0x18, 0x0a}
+	authAnswer   = append([]byte{0x12, byte(len("secret-token"))}, "secret-token"...)
+)
+
+// answerGRPC writes a gRPC answer: headers, msg framed, trailers.
+func answerGRPC(w http.ResponseWriter, msg []byte, code, message string) {
+	w.Header().Set("Content-Type", "application/grpc")
+	w.Header().Set("Trailer", "Grpc-Status, Grpc-Message")
+	w.WriteHeader(http.StatusOK)
+	_, _ = w.Write(grpcFrame(msg))
+	w.Header().Set("Grpc-Status", code)
+	w.Header().Set("Grpc-Message", message)
+}
+
+func TestAnAnswerThatIsNotAGRPCAnswerIsAnError(t *testing.T) {
+	cases := []struct {
+		name   string
+		answer http.HandlerFunc
+		want   string
+	}{
+		{"a redirect to another server", nil, "unexpected HTTP status 307"},
+		{"an HTTP error that is not gRPC's, with a gRPC status of OK", func(w http.ResponseWriter, _ *http.Request) {
+			w.Header().Set("Content-Type", "text/plain")
+			w.Header().Set("Grpc-Status", "0")
+			w.WriteHeader(http.StatusServiceUnavailable)
+			_, _ = w.Write(grpcFrame(txnSucceeded))
+		}, "unexpected HTTP status 503"},
+		{"an answer that is not gRPC's, with a gRPC status of OK", func(w http.ResponseWriter, _ *http.Request) {
+			w.Header().Set("Content-Type", "text/html")
+			w.Header().Set("Grpc-Status", "0")
+			_, _ = w.Write(grpcFrame(txnSucceeded))
+		}, `content type "text/html"`},
+		{"no gRPC status", func(w http.ResponseWriter, _ *http.Request) {
+			w.Header().Set("Content-Type", "application/grpc")
+			_, _ = w.Write(grpcFrame(txnSucceeded))
+		}, "without sending trailers"},
+		{"no message", func(w http.ResponseWriter, _ *http.Request) {
+			w.Header().Set("Content-Type", "application/grpc")
+			w.Header().Set("Grpc-Status", "0")
+		}, "malformed answer"},
+		{"two messages", func(w http.ResponseWriter, r *http.Request) {
+			w.Header().Set("Content-Type", "application/grpc")
+			w.Header().Set("Trailer", "Grpc-Status")
+			_, _ = w.Write(append(grpcFrame(txnSucceeded), grpcFrame(txnSucceeded)...))
+			w.Header().Set("Grpc-Status", "0")
+		}, "malformed answer"},
+		{"a compressed message", func(w http.ResponseWriter, r *http.Request) {
+			w.Header().Set("Content-Type", "application/grpc")
+			w.Header().Set("Trailer", "Grpc-Status")
+			b := grpcFrame(txnSucceeded)
+			b[0] = 1
+			_, _ = w.Write(b)
+			w.Header().Set("Grpc-Status", "0")
+		}, "malformed answer"},
+		{"a message cut short", func(w http.ResponseWriter, r *http.Request) {
+			w.Header().Set("Content-Type", "application/grpc")
+			w.Header().Set("Trailer", "Grpc-Status")
+			_, _ = w.Write(grpcFrame(txnSucceeded)[:6])
+			w.Header().Set("Grpc-Status", "0")
+		}, "malformed answer"},
+		{"a status message of several lines", func(w http.ResponseWriter, r *http.Request) {
+			answerGRPC(w, nil, "13", "first%0Asecond%0D%0Athird")
+		}, "first second  third"},
+	}
+	for _, c := range cases {
+		t.Run(c.name+" fails a read in one line, and the call goes nowhere else", func(t *testing.T) {
+			var elsewhere atomic.Int64
+			other := fakeEtcd(t, func(w http.ResponseWriter, r *http.Request) {
+				elsewhere.Add(1)
+				answerGRPC(w, txnSucceeded, "0", "")
+			})
+			answer := c.answer
+			if answer == nil {
+				answer = func(w http.ResponseWriter, r *http.Request) {
+					http.Redirect(w, r, other+r.URL.Path, http.StatusTemporaryRedirect)
+				}
+			}
+			s, err := etcdstore.Open(context.Background(), etcdstore.Config{Endpoints: []string{fakeEtcd(t, answer)}, Prefix: "/p", DialTimeout: time.Second})
+			require.NoError(t, err)
+			defer s.Close()
+			ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
+			defer cancel()
+			_, err = s.Read(ctx, []string{"/k"}, nil)
+			require.Error(t, err)
+			require.Contains(t, err.Error(), c.want)
+			require.NotContains(t, err.Error(), "\n")
+			require.Equal(t, types.Unavailable, types.ClassOf(err))
+			require.Zero(t, elsewhere.Load())
+		})
+	}
+}
+
+func TestARedirectCarriesNeitherTheWriteNorTheTokenElsewhere(t *testing.T) {
+	var elsewhere atomic.Int64
+	var leaked atomic.Bool
+	other := fakeEtcd(t, func(w http.ResponseWriter, r *http.Request) {
+		elsewhere.Add(1)
+		leaked.Store(r.Header.Get("Token") != "")
+		answerGRPC(w, txnSucceeded, "0", "")
+	})
+	endpoint := fakeEtcd(t, func(w http.ResponseWriter, r *http.Request) {
+		switch r.URL.Path {
+		case "/etcdserverpb.Auth/Authenticate":
+			answerGRPC(w, authAnswer, "0", "")
+		case "/etcdserverpb.Lease/LeaseGrant":
+			answerGRPC(w, leaseGranted, "0", "")
+		default:
+			http.Redirect(w, r, other+r.URL.Path, http.StatusPermanentRedirect)
+		}
+	})
+	ctx, cancel := context.WithTimeout(context.Background(), time.Second)
+	defer cancel()
+	s, err := etcdstore.Open(ctx, etcdstore.Config{Endpoints: []string{endpoint}, Prefix: "/p", Username: "eru", Password: "pw", DialTimeout: time.Second})
+	require.NoError(t, err)
+	defer s.Close()
+	err = s.Txn(ctx, nil, []store.Op{{Key: "/k", Value: []byte("v")}})
+	require.Error(t, err, "a write answered with a redirect is not written")
+	require.Equal(t, types.OutcomeUnknown, types.ClassOf(err), "its fence was redirected too: %v", err)
+	require.NotContains(t, err.Error(), "secret-token")
+	require.Zero(t, elsewhere.Load(), "the write went to the redirect's target (with its token: %v)", leaked.Load())
+}
+
+func TestAWriteAnsweredWithAnHTTPErrorIsNeverReportedWritten(t *testing.T) {
+	endpoint := fakeEtcd(t, func(w http.ResponseWriter, r *http.Request) {
+		if r.URL.Path == "/etcdserverpb.Lease/LeaseGrant" {
+			answerGRPC(w, leaseGranted, "0", "")
+			return
+		}
+		w.Header().Set("Content-Type", "text/plain")
+		w.Header().Set("Grpc-Status", "0")
+		w.WriteHeader(http.StatusBadGateway)
+		_, _ = w.Write(grpcFrame(txnSucceeded))
+	})
+	s, err := etcdstore.Open(context.Background(), etcdstore.Config{Endpoints: []string{endpoint}, Prefix: "/p", DialTimeout: time.Second})
+	require.NoError(t, err)
+	defer s.Close()
+	ctx, cancel := context.WithTimeout(context.Background(), time.Second)
+	defer cancel()
+	err = s.Txn(ctx, nil, []store.Op{{Key: "/k", Value: []byte("v")}})
+	require.Error(t, err)
+	require.Equal(t, types.OutcomeUnknown, types.ClassOf(err), "%v", err)
+	require.True(t, strings.Contains(err.Error(), "unexpected HTTP status 502"), "%v", err)
+}
+
+// refusingH2 is an h2c server that reads each call whole, counts it, and
+// resets its stream with code instead of answering (the peer says the
+// stream was in error after it had the whole request).
+func refusingH2(t *testing.T, code http2.ErrCode) (endpoint string, calls *atomic.Int64) {
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	require.NoError(t, err)
+	calls = &atomic.Int64{}
+	var wg sync.WaitGroup
+	var mu sync.Mutex
+	var conns []net.Conn
+	wg.Go(func() {
+		for {
+			c, err := l.Accept()
+			if err != nil {
+				return
+			}
+			mu.Lock()
+			conns = append(conns, c)
+			mu.Unlock()
+			wg.Go(func() {
+				defer c.Close()
+				preface := make([]byte, len(http2.ClientPreface))
+				if _, err := io.ReadFull(c, preface); err != nil {
+					return
+				}
+				fr := http2.NewFramer(c, c)
+				if fr.WriteSettings() != nil {
+					return
+				}
+				for {
+					f, err := fr.ReadFrame()
+					if err != nil {
+						return
+					}
+					switch f := f.(type) {
+					case *http2.SettingsFrame:
+						if !f.IsAck() && fr.WriteSettingsAck() != nil {
+							return
+						}
+					case *http2.DataFrame:
+						if f.StreamEnded() {
+							calls.Add(1)
+							if fr.WriteRSTStream(f.StreamID, code) != nil {
+								return
+							}
+						}
+					}
+				}
+			})
+		}
+	})
+	t.Cleanup(func() {
+		_ = l.Close()
+		mu.Lock()
+		for _, c := range conns {
+			_ = c.Close()
+		}
+		mu.Unlock()
+		wg.Wait()
+	})
+	return "http://" + l.Addr().String(), calls
+}
+
+func TestACallEtcdHadWholeIsNeverSentAgainByTheTransport(t *testing.T) {
+	for _, code := range []http2.ErrCode{http2.ErrCodeProtocol, http2.ErrCodeRefusedStream} {
+		t.Run("after a reset with "+code.String()+" a read was sent once and failed", func(t *testing.T) {
+			endpoint, calls := refusingH2(t, code)
+			s, err := etcdstore.Open(context.Background(), etcdstore.Config{Endpoints: []string{endpoint}, Prefix: "/p", DialTimeout: time.Second})
+			require.NoError(t, err)
+			defer s.Close()
+			ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
+			defer cancel()
+			_, err = s.Read(ctx, []string{"/k"}, nil)
+			require.Error(t, err)
+			require.Equal(t, types.Unavailable, types.ClassOf(err))
+			require.EqualValues(t, 1, calls.Load(), "%v", err)
+			require.Contains(t, err.Error(), "connection error: stream error: stream ID 1; "+code.String()+"; received from peer")
+			require.NotContains(t, err.Error(), "GetBody")
+		})
+	}
+}
