@@ -49,6 +49,7 @@ func every(from, to, step int) []string {
 }
 
 func TestReadNames(t *testing.T) {
+	t.Parallel() // its own prefix or its own server
 	ctx := context.Background()
 	s := openEtcd(t, 2*time.Second)
 	const stored = 2000

@@ -134,6 +134,7 @@ func TestAnAnswerThatIsNotAGRPCAnswerIsAnError(t *testing.T) {
 }
 
 func TestARedirectCarriesNeitherTheWriteNorTheTokenElsewhere(t *testing.T) {
+	t.Parallel() // its own prefix or its own server
 	var elsewhere atomic.Int64
 	var leaked atomic.Bool
 	other := fakeEtcd(t, func(w http.ResponseWriter, r *http.Request) {
@@ -164,6 +165,7 @@ func TestARedirectCarriesNeitherTheWriteNorTheTokenElsewhere(t *testing.T) {
 }
 
 func TestAWriteAnsweredWithAnHTTPErrorIsNeverReportedWritten(t *testing.T) {
+	t.Parallel() // its own prefix or its own server
 	endpoint := fakeEtcd(t, func(w http.ResponseWriter, r *http.Request) {
 		if r.URL.Path == "/etcdserverpb.Lease/LeaseGrant" {
 			answerGRPC(w, leaseGranted, "0", "")

@@ -21,6 +21,7 @@ import (
 )
 
 func TestContract(t *testing.T) {
+	t.Parallel() // its own prefix or its own server
 	e := storetest.SharedEtcd(t)
 	prefix := fmt.Sprintf("/contract-%d", time.Now().UnixNano())
 	storetest.Run(t, func(t *testing.T, name string) store.Store {
@@ -179,6 +180,7 @@ func silentEndpoint(t *testing.T) string {
 }
 
 func TestAStoppedMemberBesideALiveOneIsPassedOverByAFreshClient(t *testing.T) {
+	t.Parallel() // its own prefix or its own server
 	e := storetest.SharedEtcd(t)
 	silent := silentEndpoint(t)
 	prefix := fmt.Sprintf("/stopped-%d", time.Now().UnixNano())

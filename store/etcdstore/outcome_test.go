@@ -180,6 +180,7 @@ func counter(t *testing.T, s store.Store) string {
 }
 
 func TestAWriteWhoseAnswerIsLostIsResolved(t *testing.T) {
+	t.Parallel() // its own prefix or its own server
 	e := storetest.SharedEtcd(t)
 
 	t.Run("a write that landed and whose answer was cut off succeeds, applied once", func(t *testing.T) {
@@ -253,6 +254,7 @@ func counterStoreAt(t *testing.T, endpoint string, s *etcdstore.Store) store.Sto
 }
 
 func TestOneStoreServesConcurrentWritesLongAfterItsFirstCall(t *testing.T) {
+	t.Parallel() // its own prefix or its own server
 	e := storetest.SharedEtcd(t)
 	s := counterStore(t, e.Endpoint)
 	short := func(budget time.Duration) error {
