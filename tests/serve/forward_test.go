@@ -104,6 +104,7 @@ func TestForwardedCallsAnswerTheBytesOfALocalCall(t *testing.T) {
 // a stale socket file nobody listens on, and a daemon that starts on a
 // stale socket.
 func TestCallsRunLocallyWithoutAnAnsweringDaemon(t *testing.T) {
+	t.Parallel() // its own folder, store and daemons
 	env := testenv.NewEmbedded(t)
 	if d := env.Daemon(); d != nil {
 		d.Stop(t)
