@@ -58,18 +58,18 @@ func (t *tally) refusedAs(class string) {
 // failed definitely must not be there, ever; a call that answered
 // "unavailable: outcome unknown" may be either, and is counted.
 //
-// CHAOS_WRITES (default 5000; 150 with -short), CHAOS_WRITERS (8) and
+// CHAOS_WRITES (default 5000; 100 with -short), CHAOS_WRITERS (8) and
 // CHAOS_SECONDS (the writers stop at this many seconds even short of the
-// count: 120) size it. With -short the faults also come at twice the pace,
+// count: 120) size it. With -short the faults also come at three times the pace,
 // so that the small round still sees a leader killed or stopped. The long
 // run:
 //
 //	CHAOS_WRITES=50000 CHAOS_SECONDS=1800 go test ./tests/chaos/ -run Chaos -v -count=1 -timeout 45m
 func TestNoReportedOutcomeIsFalseUnderChaos(t *testing.T) {
 	target := envInt(t, "CHAOS_WRITES", 5000)
-	pace := time.Duration(2) // the faults' pauses are divided by pace
+	pace := time.Duration(3) // the faults' pauses are divided by pace
 	if testing.Short() && os.Getenv("CHAOS_WRITES") == "" {
-		target = 150
+		target = 100
 	} else {
 		pace = 1
 	}
