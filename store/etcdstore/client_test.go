@@ -8,7 +8,6 @@ import (
 	"net/http"
 	"net/http/httptest"
 	"strings"
-	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -191,63 +190,37 @@ func TestAWriteAnsweredWithAnHTTPErrorIsNeverReportedWritten(t *testing.T) {
 // resets its stream with code instead of answering (the peer says the
 // stream was in error after it had the whole request).
 func refusingH2(t *testing.T, code http2.ErrCode) (endpoint string, calls *atomic.Int64) {
-	l, err := net.Listen("tcp", "127.0.0.1:0")
-	require.NoError(t, err)
 	calls = &atomic.Int64{}
-	var wg sync.WaitGroup
-	var mu sync.Mutex
-	var conns []net.Conn
-	wg.Go(func() {
+	endpoint = serveTCP(t, func(c net.Conn) {
+		preface := make([]byte, len(http2.ClientPreface))
+		if _, err := io.ReadFull(c, preface); err != nil {
+			return
+		}
+		fr := http2.NewFramer(c, c)
+		if fr.WriteSettings() != nil {
+			return
+		}
 		for {
-			c, err := l.Accept()
+			f, err := fr.ReadFrame()
 			if err != nil {
 				return
 			}
-			mu.Lock()
-			conns = append(conns, c)
-			mu.Unlock()
-			wg.Go(func() {
-				defer c.Close()
-				preface := make([]byte, len(http2.ClientPreface))
-				if _, err := io.ReadFull(c, preface); err != nil {
+			switch f := f.(type) {
+			case *http2.SettingsFrame:
+				if !f.IsAck() && fr.WriteSettingsAck() != nil {
 					return
 				}
-				fr := http2.NewFramer(c, c)
-				if fr.WriteSettings() != nil {
-					return
-				}
-				for {
-					f, err := fr.ReadFrame()
-					if err != nil {
+			case *http2.DataFrame:
+				if f.StreamEnded() {
+					calls.Add(1)
+					if fr.WriteRSTStream(f.StreamID, code) != nil {
 						return
 					}
-					switch f := f.(type) {
-					case *http2.SettingsFrame:
-						if !f.IsAck() && fr.WriteSettingsAck() != nil {
-							return
-						}
-					case *http2.DataFrame:
-						if f.StreamEnded() {
-							calls.Add(1)
-							if fr.WriteRSTStream(f.StreamID, code) != nil {
-								return
-							}
-						}
-					}
 				}
-			})
+			}
 		}
 	})
-	t.Cleanup(func() {
-		_ = l.Close()
-		mu.Lock()
-		for _, c := range conns {
-			_ = c.Close()
-		}
-		mu.Unlock()
-		wg.Wait()
-	})
-	return "http://" + l.Addr().String(), calls
+	return endpoint, calls
 }
 
 func TestACallEtcdHadWholeIsNeverSentAgainByTheTransport(t *testing.T) {

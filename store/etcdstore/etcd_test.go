@@ -149,32 +149,43 @@ func TestAnAuthTokenEtcdNoLongerTakesIsRenewed(t *testing.T) {
 
 // silentEndpoint is an endpoint whose connections open but never answer,
 // as a stopped (SIGSTOP) member's do: its kernel still accepts them.
-func silentEndpoint(t *testing.T) string {
+func silentEndpoint(t *testing.T) string { return serveTCP(t, nil) }
+
+// serveTCP listens on loopback and runs serve on each connection it
+// accepts (nil: holds the connection open and says nothing); at the test's
+// end it closes the listener and every connection, and waits for serve to
+// return. It answers the endpoint, http://host:port.
+func serveTCP(t *testing.T, serve func(net.Conn)) string {
 	l, err := net.Listen("tcp", "127.0.0.1:0")
 	require.NoError(t, err)
-	var conns []net.Conn
-	var mu sync.Mutex
-	done := make(chan struct{})
+	var (
+		serving sync.WaitGroup
+		conns   []net.Conn // the accept loop's until accepted is closed
+	)
+	accepted := make(chan struct{})
 	go func() {
-		defer close(done)
+		defer close(accepted)
 		for {
 			c, err := l.Accept()
 			if err != nil {
 				return
 			}
-			mu.Lock()
 			conns = append(conns, c)
-			mu.Unlock()
+			if serve != nil {
+				serving.Go(func() {
+					defer c.Close()
+					serve(c)
+				})
+			}
 		}
 	}()
 	t.Cleanup(func() {
 		_ = l.Close()
-		<-done
-		mu.Lock()
-		defer mu.Unlock()
+		<-accepted // no connection comes after this
 		for _, c := range conns {
 			_ = c.Close()
 		}
+		serving.Wait()
 	})
 	return "http://" + l.Addr().String()
 }
