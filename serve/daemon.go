@@ -404,27 +404,22 @@ func (d *Daemon) handle(conn *net.UnixConn) {
 		_, _ = conn.Write([]byte{forward.Refused})
 		return
 	}
-	// etcd's current revision is asked for now, while the request is read,
-	// checked, admitted and prepared, instead of when the verb reads: the
-	// call has begun (its client connected), so the revision is still that
-	// of every write acknowledged before it began (cache.Ahead). A call
-	// that turns out to read nothing through the cache (a write, a verb
-	// without input) cancels it.
-	var ahead *cache.Ahead
-	if d.cache != nil && !d.closing.Load() {
-		ahead = d.cache.Ahead()
-		defer ahead.Done()
-	}
 	_ = conn.SetReadDeadline(time.Now().Add(30 * time.Second))
 	req, stdin, err := forward.ReadRequest(bufio.NewReaderSize(conn, 16<<10))
 	if err != nil {
 		return // never run a call that did not arrive whole
 	}
 	_ = conn.SetReadDeadline(time.Time{})
+	// A read asks for etcd's current revision now, while the call is
+	// checked, admitted and prepared, instead of when the verb reads: the
+	// call has begun, so the revision is still that of every write
+	// acknowledged before it began (cache.Ahead). A write or a verb without
+	// input reads nothing through the cache and asks nothing.
 	write, _ := forward.Write(req.Verb)
-	if ahead != nil && (write || forward.NoInput(req.Verb)) {
-		ahead.Done()
-		ahead = nil
+	var ahead *cache.Ahead
+	if d.cache != nil && !d.closing.Load() && !write && !forward.NoInput(req.Verb) {
+		ahead = d.cache.Ahead()
+		defer ahead.Done()
 	}
 	opts, why := d.accept(req, ahead)
 	if why != "" {
