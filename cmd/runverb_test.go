@@ -71,3 +71,52 @@ func TestRunVerbAnswersWhatMainAnswers(t *testing.T) {
 		})
 	}
 }
+
+// TestRunFixedAnswersWhatMainAnswers checks the verbs whose answer the
+// binary alone fixes: RunFixed prints what Main prints for them, in a
+// folder whose config could not even be read, and leaves every other
+// command line to the rest of RunPlugin.
+func TestRunFixedAnswersWhatMainAnswers(t *testing.T) {
+	dir := t.TempDir()
+	for _, b := range []string{"storage", "compute"} {
+		require.NoError(t, os.WriteFile(filepath.Join(dir, b+".yaml"), []byte("etcd: [not, a, map\n"), 0o644))
+	}
+	t.Chdir(dir)
+	for _, bin := range []string{"storage", "compute"} {
+		for _, verb := range []string{"name", "get-metrics-description"} {
+			t.Run(bin+" "+verb+" answers as the command tree does", func(t *testing.T) {
+				var want, got [2]bytes.Buffer
+				wantCode := Main(bin, []string{verb}, strings.NewReader(""), &want[0], &want[1])
+				gotCode, ok := RunFixed(bin, []string{verb}, &got[0], &got[1])
+				require.True(t, ok)
+				require.Equal(t, 0, wantCode, "the tree answers too: %s", want[1].String())
+				require.Equal(t, want[0].String(), got[0].String(), "stdout")
+				require.Equal(t, want[1].String(), got[1].String(), "stderr")
+				require.Equal(t, wantCode, gotCode, "exit status")
+			})
+		}
+	}
+	t.Run("the name is a JSON string of the resource's name", func(t *testing.T) {
+		var out, errb bytes.Buffer
+		code, ok := RunFixed("compute", []string{"name"}, &out, &errb)
+		require.True(t, ok)
+		require.Zero(t, code)
+		require.Equal(t, "\"compute\"\n", out.String())
+		require.Zero(t, errb.Len())
+	})
+	for _, args := range [][]string{
+		{"get-node-resource-info"},
+		{"name", "--help"},
+		{"--config", "storage.yaml", "name"},
+		{"nodes"},
+		{"serve"},
+		{},
+	} {
+		t.Run("RunFixed leaves "+strings.Join(append([]string{"the command line"}, args...), " ")+" to the rest", func(t *testing.T) {
+			var out, errb bytes.Buffer
+			_, ok := RunFixed("storage", args, &out, &errb)
+			require.False(t, ok)
+			require.Zero(t, out.Len()+errb.Len(), "it printed nothing")
+		})
+	}
+}

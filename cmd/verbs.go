@@ -3,6 +3,7 @@ package cmd
 import (
 	"bufio"
 	"bytes"
+	"context"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -66,24 +67,58 @@ func RunVerb(opts Options, name string, args []string, stdin io.Reader, stdout, 
 	return 0, true
 }
 
-// verb runs plugin verb v on the runner's streams.
+// RunFixed answers a verb whose answer the binary alone fixes (no request,
+// no config, no store: name, get-metrics-description) when args are
+// exactly that verb. The answer and exit status are MainWith's for the same
+// arguments, without what such a verb has no use for: the command tree,
+// the config lookup, the daemon's socket, the cold GC settings. core calls
+// `name` of every plugin it loads, so this is the whole of its cost past
+// the process's start. ok is false for any other command line.
+func RunFixed(name string, args []string, stdout, stderr io.Writer) (code int, ok bool) {
+	if len(args) != 1 {
+		return 0, false
+	}
+	v, found := engine.Lookup(args[0])
+	if !found || v.Input {
+		return 0, false
+	}
+	r := &runner{name: name, stdout: stdout, stderr: stderr}
+	if err := r.fixed(v); err != nil {
+		return r.fail(err), true
+	}
+	return 0, true
+}
+
+// fixed runs a verb without input: its engine is built on the built-in
+// defaults and never opens a store.
+func (r *runner) fixed(v engine.Verb) error {
+	eng, err := r.engine(config.Default(""), nil, nil)
+	if err != nil {
+		return verbError{verb: v.Name, err: err}
+	}
+	answer, err := engine.Call(context.Background(), eng, v.Name, &types.Request{})
+	if err != nil {
+		return verbError{verb: v.Name, err: err}
+	}
+	return writeJSON(r.stdout, answer)
+}
+
+// verb runs plugin verb v on the runner's streams. Verbs that need
+// nothing configured answer without reading the config, so they work (and
+// stay fast) anywhere.
 func (r *runner) verb(v engine.Verb) error {
+	if !v.Input {
+		return r.fixed(v)
+	}
 	verb := v.Name
 	start := time.Now()
 	req := &types.Request{}
-	if v.Input {
-		if err := decodeRequest(r.stdin, req); err != nil {
-			return verbError{verb: verb, err: err}
-		}
+	if err := decodeRequest(r.stdin, req); err != nil {
+		return verbError{verb: verb, err: err}
 	}
-	// Verbs that need nothing configured answer without reading the
-	// config, so they work (and stay fast) anywhere.
-	cfg := config.Default("")
-	if v.Input {
-		var err error
-		if cfg, err = r.config(); err != nil {
-			return verbError{verb: verb, node: req.Nodename, err: err}
-		}
+	cfg, err := r.config()
+	if err != nil {
+		return verbError{verb: verb, node: req.Nodename, err: err}
 	}
 	// A plugin verb goes on without a log it cannot open: core needs
 	// its answer more.

@@ -73,7 +73,9 @@ func checkNames(v Verb, req *types.Request) error {
 }
 
 // Name answers the resource's name.
-func (e *Engine[N, W]) Name(context.Context, *types.Request) (any, error) { return e.Res.Name(), nil }
+func (e *Engine[N, W]) Name(context.Context, *types.Request) (any, error) {
+	return types.NameAnswer(e.Res.Name()), nil
+}
 
 // SchedulableMetric is the gauge every resource exports per node: 1 when
 // the node may take new work, 0 when not, labelled with its status.

@@ -52,6 +52,6 @@ func TestTheVerbTable(t *testing.T) {
 	t.Run("name answers without a store", func(t *testing.T) {
 		out, err := engine.Call(context.Background(), &engine.Engine[*storage.Node, *storage.WorkloadRequest]{Res: storage.Rules{}}, "name", &types.Request{})
 		require.NoError(t, err)
-		require.Equal(t, "storage", out)
+		require.Equal(t, types.NameAnswer("storage"), out)
 	})
 }

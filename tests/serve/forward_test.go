@@ -66,7 +66,9 @@ var scenario = []step{
 // TestForwardedCallsAnswerTheBytesOfALocalCall runs the scenario twice on
 // fresh stores, once through a daemon and once with none, and compares
 // every call's stdout, stderr and exit status byte for byte; the daemon's
-// own count proves the calls went through it.
+// own count proves the calls went through it (all but the bare name and
+// get-metrics-description, which the binary answers before looking for a
+// daemon).
 func TestForwardedCallsAnswerTheBytesOfALocalCall(t *testing.T) {
 	t.Parallel() // short waits on its own fresh stores: runs beside the tests that wait on etcd
 	testenv.Backends(t, func(t *testing.T, served *testenv.Env) {
@@ -94,9 +96,11 @@ func TestForwardedCallsAnswerTheBytesOfALocalCall(t *testing.T) {
 			require.Equal(t, want.Code, got.Code, "step %d %s %s: local %s, forwarded %s", i, s.bin, s.verb, describe(want), describe(got))
 			require.Equal(t, want.Stdout, got.Stdout, "step %d %s %s", i, s.bin, s.verb)
 			require.Equal(t, wantErr, got.Stderr, "step %d %s %s", i, s.bin, s.verb)
-			verbs++
+			if !forward.NoInput(s.verb) { // a bare name is answered by the binary itself (cmd.RunFixed)
+				verbs++
+			}
 		}
-		require.Equal(t, verbs, d.Forwarded(t), "every call went through the daemon")
+		require.Equal(t, verbs, d.Forwarded(t), "every call that reads a request went through the daemon")
 	})
 }
 

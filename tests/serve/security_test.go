@@ -65,7 +65,9 @@ func TestTheSocketRefusesPeersOfAnotherUID(t *testing.T) {
 			require.NoError(t, err)
 			require.NoError(t, os.WriteFile(bin, data, 0o755))
 
-			child := exec.Command(bin, "name")
+			// A bare `name` is answered before the socket is looked at
+			// (cmd.RunFixed); with --config it goes through the socket.
+			child := exec.Command(bin, "--config", filepath.Join(env.Dir, "storage.yaml"), "name")
 			child.Dir = env.Dir
 			child.Env = []string{"PATH=/usr/bin:/bin"}
 			child.SysProcAttr = &syscall.SysProcAttr{Credential: &syscall.Credential{Uid: nobody, Gid: nobody}}
