@@ -5,6 +5,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"os"
 	"path/filepath"
 	"strings"
 	"testing"
@@ -13,6 +14,15 @@ import (
 
 	"github.com/eru-extend/resources/tests/testenv"
 )
+
+// TestMain lets the test binary be the bench's etcd process too, as main
+// does: startEtcd runs this program again with etcdDirEnv set.
+func TestMain(m *testing.M) {
+	if dir := os.Getenv(etcdDirEnv); dir != "" {
+		os.Exit(serveEtcd(dir))
+	}
+	os.Exit(m.Run())
+}
 
 // TestQuickRunOnATinyCluster runs the whole harness as `make bench` does,
 // in quick mode on clusters of 20 and 60 nodes (either side of the point
@@ -43,6 +53,8 @@ func checkReport(t *testing.T, report string) {
 		"| `etcdctl get` of one key (floor) | `/bin/true` |",
 		"| read of one key over etcd's JSON gateway, standard library only | `etcdctl get` of its record |",
 		"| `storage name` (no store) | Go hello-world |",
+		"| the plugin's linked code, started, printing the name (floor) | Go hello-world |",
+		"| `storage name` (no store), against its linked code | the plugin's linked code printing the name |",
 		"| `get-node-resource-info`, one node | `etcdctl get` of its record |",
 		"| `set-node-resource-usage`, one write | `etcdctl put` of a record as large |",
 		"| capacity, 20 nodes | `etcdctl txn`",
@@ -63,8 +75,8 @@ func checkReport(t *testing.T, report string) {
 	} {
 		require.Contains(t, report, row)
 	}
-	require.Equal(t, 21, strings.Count(report, "×** ["), "one row of ratios per measure:\n%s", report)
-	for _, line := range []string{"- load average at start: ", "- load average at end: ", "- cluster: 20 nodes", "- cluster: 60 nodes", "- cluster: 20 nodes sharing 10 pools", "- machine: ", "the plugins' build settings: CGO_ENABLED="} {
+	require.Equal(t, 23, strings.Count(report, "×** ["), "one row of ratios per measure:\n%s", report)
+	for _, line := range []string{"- load average at start: ", "- load average at end: ", "- cluster: 20 nodes", "- cluster: 60 nodes", "- cluster: 20 nodes sharing 10 pools", "- machine: ", "in a process of its own (embed)", "the plugins' build settings: CGO_ENABLED="} {
 		require.Contains(t, report, line)
 	}
 }

@@ -1,14 +1,17 @@
 package main
 
 import (
+	"bufio"
 	"bytes"
 	"context"
 	"encoding/json"
 	"fmt"
+	"io"
 	"maps"
 	"net"
 	"net/url"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"sort"
 	"strings"
@@ -19,9 +22,66 @@ import (
 	"go.uber.org/zap"
 )
 
-// startEtcd starts an etcd server in this process, with its data under dir,
-// on a free loopback port, and a client of it.
+// etcdDirEnv, set in the environment of this program, makes it the bench's
+// etcd server instead (serveEtcd): etcd runs in a process of its own, as
+// it does beside eru, so the bench's heap (three clusters' names and
+// records) and its collections never slow etcd's answers.
+const etcdDirEnv = "ERU_BENCH_ETCD_DIR"
+
+// startEtcd starts an etcd server in a child process (this program again,
+// with etcdDirEnv set), with its data under dir, on a free loopback port,
+// and a client of it. The child ends when its stdin closes: at stop, or
+// when this process dies.
 func startEtcd(dir string) (endpoint string, client *clientv3.Client, stop func(), err error) {
+	self, err := os.Executable()
+	if err != nil {
+		return "", nil, nil, err
+	}
+	child := exec.Command(self)
+	child.Env = append(os.Environ(), etcdDirEnv+"="+dir)
+	child.Stderr = os.Stderr
+	in, err := child.StdinPipe()
+	if err != nil {
+		return "", nil, nil, err
+	}
+	out, err := child.StdoutPipe()
+	if err != nil {
+		return "", nil, nil, err
+	}
+	if err := child.Start(); err != nil {
+		return "", nil, nil, fmt.Errorf("starting etcd's process: %w", err)
+	}
+	end := func() { _ = in.Close(); _ = child.Wait() }
+	line := make(chan string, 1)
+	go func() {
+		s := bufio.NewScanner(out)
+		s.Scan()
+		line <- s.Text()
+		_, _ = io.Copy(io.Discard, out)
+	}()
+	select {
+	case endpoint = <-line:
+	case <-time.After(90 * time.Second):
+		_ = child.Process.Kill()
+		end()
+		return "", nil, nil, fmt.Errorf("etcd did not start in 90s; see %s", filepath.Join(dir, "etcd.log"))
+	}
+	if !strings.HasPrefix(endpoint, "http://") {
+		end()
+		return "", nil, nil, fmt.Errorf("etcd's process did not start it (it printed %q); see %s", endpoint, filepath.Join(dir, "etcd.log"))
+	}
+	client, err = clientv3.New(clientv3.Config{Endpoints: []string{endpoint}, DialTimeout: 5 * time.Second, Logger: zap.NewNop()})
+	if err != nil {
+		end()
+		return "", nil, nil, err
+	}
+	return endpoint, client, func() { _ = client.Close(); end() }, nil
+}
+
+// serveEtcd is the etcd process of startEtcd: it starts etcd with its data
+// under dir, prints its client URL on a line of its own, and stops it once
+// its stdin closes.
+func serveEtcd(dir string) int {
 	cfg := embed.NewConfig()
 	cfg.Dir = filepath.Join(dir, "etcd")
 	cfg.LogLevel = "error"
@@ -33,7 +93,8 @@ func startEtcd(dir string) (endpoint string, client *clientv3.Client, stop func(
 	// not be port 0.
 	clientURL, err := freeLoopbackURL()
 	if err != nil {
-		return "", nil, nil, err
+		fmt.Fprintln(os.Stderr, "bench etcd:", err)
+		return 1
 	}
 	local, _ := url.Parse("http://127.0.0.1:0")
 	cfg.ListenClientUrls = []url.URL{*clientURL}
@@ -43,21 +104,19 @@ func startEtcd(dir string) (endpoint string, client *clientv3.Client, stop func(
 	cfg.InitialCluster = cfg.Name + "=" + local.String()
 	server, err := embed.StartEtcd(cfg)
 	if err != nil {
-		return "", nil, nil, fmt.Errorf("starting etcd: %w", err)
+		fmt.Fprintln(os.Stderr, "bench etcd: starting etcd:", err)
+		return 1
 	}
+	defer server.Close()
 	select {
 	case <-server.Server.ReadyNotify():
 	case <-time.After(60 * time.Second):
-		server.Close()
-		return "", nil, nil, fmt.Errorf("etcd did not start in 60s; see %s", cfg.LogOutputs[0])
+		fmt.Fprintln(os.Stderr, "bench etcd: not ready in 60s; see", cfg.LogOutputs[0])
+		return 1
 	}
-	endpoint = "http://" + server.Clients[0].Addr().String()
-	client, err = clientv3.New(clientv3.Config{Endpoints: []string{endpoint}, DialTimeout: 5 * time.Second, Logger: zap.NewNop()})
-	if err != nil {
-		server.Close()
-		return "", nil, nil, err
-	}
-	return endpoint, client, func() { _ = client.Close(); server.Close() }, nil
+	fmt.Println("http://" + server.Clients[0].Addr().String())
+	_, _ = io.Copy(io.Discard, os.Stdin)
+	return 0
 }
 
 // freeLoopbackURL is an http URL on a loopback port free a moment ago.

@@ -49,6 +49,9 @@ type options struct {
 }
 
 func main() {
+	if dir := os.Getenv(etcdDirEnv); dir != "" {
+		os.Exit(serveEtcd(dir))
+	}
 	var o options
 	flag.StringVar(&o.bin, "bin", "bin", "folder holding the built storage binary")
 	flag.StringVar(&o.goBin, "go", "go", "the go command (builds the hello-world floor and the runner)")
@@ -118,6 +121,7 @@ type bench struct {
 	runner     *runner
 	trueBin    string
 	hello      string
+	linked     string // tools/bench/linked: the plugin's code, linked and started, printing the name
 	sweep      string // runs a plugin call per line of its stdin, as core's metrics sweep
 	front      string // the front binary (cmd/forwarder) as storage, the full one as its libexec/storage
 	sweepNodes int    // nodes of the get-metrics sweep
@@ -273,6 +277,9 @@ func (b *bench) buildTools() error {
 	if err := b.buildFront(); err != nil {
 		return err
 	}
+	if err := b.buildLinked(); err != nil {
+		return err
+	}
 	b.gatewayGet = filepath.Join(b.tmp, "gateway-get")
 	if err := goBuild(b.goBin, gatewaySource, b.gatewayGet); err != nil {
 		return fmt.Errorf("building the gateway reader: %w", err)
@@ -319,7 +326,7 @@ func (b *bench) machine() []string {
 	return []string{
 		fmt.Sprintf("machine: %s, %d CPUs, %s RAM, Linux %s", model, runtime.NumCPU(), mem, strings.TrimSpace(string(kernel))),
 		fmt.Sprintf("toolchain: %s built the plugins and builds the hello-world, with `go build %s`; the plugins' build settings: %s", b.goVersion, strings.Join(quoteAll(buildFlags), " "), strings.Join(b.pluginBuild, ", ")),
-		fmt.Sprintf("etcd %s in the bench's process (embed), on loopback, data on %s; etcdctl %s built from go.etcd.io/etcd/etcdctl/v3", version.Version, os.TempDir(), version.Version),
+		fmt.Sprintf("etcd %s in a process of its own (embed), on loopback, data on %s; etcdctl %s built from go.etcd.io/etcd/etcdctl/v3", version.Version, os.TempDir(), version.Version),
 	}
 }
 
@@ -364,6 +371,7 @@ func (b *bench) measures(ctx context.Context, clusters []*cluster, pooled *clust
 	small := clusters[0]
 	trueStep := step{label: "`/bin/true`", cmd: fixed(command{argv: []string{b.trueBin}}), check: exactly("")}
 	hello := step{label: "Go hello-world", cmd: fixed(command{argv: []string{b.hello}}), check: exactly("hello, world\n")}
+	linked := step{label: "the plugin's linked code printing the name", cmd: fixed(command{argv: []string{b.linked}}), check: exactly("\"storage\"\n")}
 	info := small.names[0] // used(0) == 0: no diffs
 	write := small.names[min(3, small.n-1)]
 	etcdGet := step{label: "`etcdctl get` of its record", cmd: fixed(b.etcdctlCmd(nil, "get", small.storageKey(info))), check: etcdctlRecord(small.storageKey(info), nodeIndex(info))}
@@ -385,6 +393,8 @@ func (b *bench) measures(ctx context.Context, clusters []*cluster, pooled *clust
 		{name: "`etcdctl get` of one key (floor)", subject: etcdGet, floor: trueStep},
 		{name: "read of one key over etcd's JSON gateway, standard library only", subject: gatewayGet, floor: etcdGet},
 		{name: "`storage name` (no store)", subject: b.verb(small, "name", nil, exactly("\"storage\"\n")), floor: hello, target: 1.5},
+		{name: "the plugin's linked code, started, printing the name (floor)", subject: linked, floor: hello},
+		{name: "`storage name` (no store), against its linked code", subject: b.verb(small, "name", nil, exactly("\"storage\"\n")), floor: linked},
 		{name: "`get-node-resource-info`, one node", floor: etcdGet, target: 0.7,
 			subject: b.verb(small, "get-node-resource-info", map[string]any{"nodename": info, "workloads_resource": []any{}}, nodeInfoOf(nodeIndex(info)))},
 		{name: "`set-node-resource-usage`, one write", floor: etcdPut, target: 1.0,

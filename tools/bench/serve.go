@@ -203,6 +203,29 @@ func (b *bench) buildFront() error {
 	return os.Symlink(b.storage, filepath.Join(dir, "libexec", "storage"))
 }
 
+// buildLinked builds tools/bench/linked, the floor of `storage name`: the
+// plugin's code linked and started, printing the name. It is built from
+// this tree with the plugins' build tags and cgo setting, by the toolchain that built them
+// (sameToolchain), like the front; the bench runs from the tree that built
+// -bin.
+func (b *bench) buildLinked() error {
+	b.linked = filepath.Join(b.tmp, "linked")
+	args := append([]string{"build"}, buildFlags...)
+	var env []string
+	for _, st := range b.pluginBuild {
+		if tags, ok := strings.CutPrefix(st, "-tags="); ok {
+			args = append(args, "-tags", tags)
+		}
+		if strings.HasPrefix(st, "CGO_ENABLED=") {
+			env = append(env, st)
+		}
+	}
+	if err := goCmdEnv("", b.goBin, env, append(args, "-o", b.linked, "github.com/eru-extend/resources/tools/bench/linked")...); err != nil {
+		return fmt.Errorf("building the linked floor: %w", err)
+	}
+	return nil
+}
+
 // withEnv adds variables to a step's commands.
 func withEnv(cmd func(int) command, env []string) func(int) command {
 	return func(i int) command {

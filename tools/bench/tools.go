@@ -138,10 +138,13 @@ func goBuild(goBin, source, out string) error {
 }
 
 // goCmd runs the go command in dir, outside any workspace.
-func goCmd(dir, goBin string, args ...string) error {
+func goCmd(dir, goBin string, args ...string) error { return goCmdEnv(dir, goBin, nil, args...) }
+
+// goCmdEnv is goCmd with variables added to its environment.
+func goCmdEnv(dir, goBin string, env []string, args ...string) error {
 	cmd := exec.Command(goBin, args...)
 	cmd.Dir = dir
-	cmd.Env = append(os.Environ(), "GOWORK=off", "GOFLAGS=-mod=mod")
+	cmd.Env = append(append(os.Environ(), "GOWORK=off", "GOFLAGS=-mod=mod"), env...)
 	if out, err := cmd.CombinedOutput(); err != nil {
 		return fmt.Errorf("%s %s: %v\n%s", goBin, strings.Join(args, " "), err, out)
 	}
