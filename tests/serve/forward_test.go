@@ -175,7 +175,10 @@ func TestADaemonKilledUnderAWriteLeavesTheOutcomeUnknown(t *testing.T) {
 			require.NoError(t, err)
 			done := make(chan testenv.Result, 1)
 			go func() { done <- env.Exec(t, "storage", []byte(c.stdin), c.verb) }()
-			time.Sleep(500 * time.Millisecond) // the daemon took the call and waits for the lock
+			// The daemon took the call (a write sent its Accepted before
+			// running) and waits for the store's lock: it has the store's
+			// lock file open (boltstore queues on it, then opens the store).
+			require.Eventually(t, func() bool { return hasOpen(d.Cmd.Process.Pid, env.DB+".lock") }, 20*time.Second, 5*time.Millisecond)
 			d.Kill()
 			if c.write {
 				res := <-done

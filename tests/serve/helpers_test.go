@@ -13,6 +13,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"testing"
 
@@ -63,6 +64,21 @@ func metric(t testing.TB, d *testenv.Daemon, prefix string) string {
 		}
 	}
 	return ""
+}
+
+// hasOpen reports whether process pid has the file at path open, as
+// /proc/<pid>/fd shows it.
+func hasOpen(pid int, path string) bool {
+	fds, err := os.ReadDir("/proc/" + strconv.Itoa(pid) + "/fd")
+	if err != nil {
+		return false
+	}
+	for _, fd := range fds {
+		if target, err := os.Readlink("/proc/" + strconv.Itoa(pid) + "/fd/" + fd.Name()); err == nil && target == path {
+			return true
+		}
+	}
+	return false
 }
 
 func describe(r testenv.Result) string {
