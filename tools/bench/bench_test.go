@@ -65,6 +65,9 @@ func checkReport(t *testing.T, report string) {
 		"| capacity of 20 nodes in a cluster of 60 | the same query in a cluster of 20 |",
 		"| `get-node-resource-info` forwarded (serve) | Go hello-world |",
 		"| `get-node-resource-info` forwarded (serve), against no daemon | the same call without a daemon |",
+		"| Go hello-world, against `get-node-resource-info` without a daemon (floor) | the same call without a daemon |",
+		"| a sweep of 20 Go hello-world execs, against the `get-metrics` sweep without the daemon (floor) | the same sweep without it |",
+		"| a sweep of 60 Go hello-world execs, against the `get-metrics` sweep without the daemon (floor) | the same sweep without it |",
 		"| capacity, 20 nodes, through `storage serve` | the same query without it |",
 		"| capacity, 20 nodes, through `storage serve`, a request it has not seen | the same query without it |",
 		"| `get-metrics` sweep, 20 calls of one node, through `storage serve` | the same sweep without it |",
@@ -75,7 +78,7 @@ func checkReport(t *testing.T, report string) {
 	} {
 		require.Contains(t, report, row)
 	}
-	require.Equal(t, 23, strings.Count(report, "×** ["), "one row of ratios per measure:\n%s", report)
+	require.Equal(t, 26, strings.Count(report, "×** ["), "one row of ratios per measure:\n%s", report)
 	for _, line := range []string{"- load average at start: ", "- load average at end: ", "- cluster: 20 nodes", "- cluster: 60 nodes", "- cluster: 20 nodes sharing 10 pools", "- machine: ", "in a process of its own (embed)", "the plugins' build settings: CGO_ENABLED="} {
 		require.Contains(t, report, line)
 	}

@@ -148,6 +148,16 @@ func (b *bench) serveMeasures(c *cluster) []measure {
 		target:  0.2,
 		via:     &daemonCalls{addr: c.serveHTTP, verb: "get-metrics", perRun: len(swept)},
 	})
+	// The same sweep exec'ing a Go hello-world per node: the least a sweep
+	// of exec'd calls costs, so the sweep through the daemon cannot go under
+	// its ratio.
+	hellos := sweep
+	hellos.argv = append(append([]string(nil), sweep.argv[:3]...), b.hello)
+	ms = append(ms, measure{
+		name:    fmt.Sprintf("a sweep of %s Go hello-world execs, against the `get-metrics` sweep without the daemon (floor)", thousands(len(swept))),
+		subject: step{label: "a hello-world per node", cmd: fixed(hellos), check: exactly(strings.Repeat("hello, world\n", len(swept)))},
+		floor:   step{label: "the same sweep without it", cmd: fixed(sweep), check: sweepOf(swept)},
+	})
 	return ms
 }
 
