@@ -24,11 +24,14 @@ import (
 
 // client makes etcd's unary gRPC calls over net/http's HTTP/2: h2c with
 // prior knowledge on http:// endpoints, HTTP/2 over TLS on https:// ones.
-// A call goes to the endpoints in turn, skipping one whose connection
-// failed lately; a call that could not be sent (no connection, or none
-// within its share of the dial timeout, see connectWait) is sent again, to
-// the next endpoint, until its context ends, as grpc's wait-for-ready does. A call that was sent is never sent again, except
-// after etcd refused its auth token (then it was not applied).
+// A call goes to the endpoints in turn (from one picked at random),
+// skipping one whose connection failed lately; a call that could not be
+// sent (no connection, or none within its share of the dial timeout, see
+// connectWait) is sent again, to the next endpoint, until its context
+// ends, as grpc's wait-for-ready does. A call that was sent is never sent
+// again, except after etcd refused its auth token (then it was not
+// applied); a read that etcd answered with an election's error is a new
+// call (see hedged).
 type client struct {
 	endpoints []*endpoint
 	secure    map[string]bool // host:port -> speaks TLS
@@ -88,6 +91,10 @@ func newClient(endpoints []string, tlsCfg *tls.Config, dial time.Duration) (*cli
 	if len(c.endpoints) == 0 {
 		return nil, errors.New("no endpoint")
 	}
+	// Each client starts its turns at a member of its own: the processes
+	// core execs, one call each, spread over the cluster instead of all
+	// starting at the same member.
+	c.turn.Store(rand.Uint64N(uint64(len(c.endpoints))))
 	c.dialer = &net.Dialer{KeepAlive: 30 * time.Second, Timeout: dial}
 	c.tls = tlsCfg
 	c.dial = dial

@@ -230,7 +230,10 @@ func TestACallEtcdHadWholeIsNeverSentAgainByTheTransport(t *testing.T) {
 			s, err := etcdstore.Open(context.Background(), etcdstore.Config{Endpoints: []string{endpoint}, Prefix: "/p", DialTimeout: time.Second})
 			require.NoError(t, err)
 			defer s.Close()
-			ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
+			// Less time than the store's own retry of a read needs (it sends
+			// a read again after an Unavailable only with 500 ms left): every
+			// send counted here is the transport's.
+			ctx, cancel := context.WithTimeout(context.Background(), 400*time.Millisecond)
 			defer cancel()
 			_, err = s.Read(ctx, []string{"/k"}, nil)
 			require.Error(t, err)
@@ -240,4 +243,67 @@ func TestACallEtcdHadWholeIsNeverSentAgainByTheTransport(t *testing.T) {
 			require.NotContains(t, err.Error(), "GetBody")
 		})
 	}
+}
+
+// TestAFreshClientsReadIsRetriedAfterAnElection: the first read of a
+// process (no connection yet) that a member answers with etcd's "leader
+// changed" or "no leader" is sent again, on the next member in turn, as a
+// live client's read is, within its time.
+func TestAFreshClientsReadIsRetriedAfterAnElection(t *testing.T) {
+	for _, message := range []string{"etcdserver: leader changed", "etcdserver: no leader"} {
+		t.Run("a lone member answering "+message+" once is asked again and answers", func(t *testing.T) {
+			var asked atomic.Int64
+			only := fakeEtcd(t, func(w http.ResponseWriter, r *http.Request) {
+				if asked.Add(1) == 1 {
+					answerGRPC(w, nil, "14", message)
+					return
+				}
+				answerGRPC(w, txnSucceeded, "0", "")
+			})
+			s, err := etcdstore.Open(context.Background(), etcdstore.Config{Endpoints: []string{only}, Prefix: "/p", DialTimeout: 2 * time.Second})
+			require.NoError(t, err)
+			defer s.Close()
+			_, err = s.Read(context.Background(), []string{"/k"}, nil)
+			require.NoError(t, err)
+			require.Equal(t, int64(2), asked.Load())
+		})
+	}
+	t.Run("beside a member answering no leader, every fresh client's read is answered by the other", func(t *testing.T) {
+		var electing, answering atomic.Int64
+		first := fakeEtcd(t, func(w http.ResponseWriter, r *http.Request) {
+			electing.Add(1)
+			answerGRPC(w, nil, "14", "etcdserver: no leader")
+		})
+		second := fakeEtcd(t, func(w http.ResponseWriter, r *http.Request) {
+			answering.Add(1)
+			answerGRPC(w, txnSucceeded, "0", "")
+		})
+		const processes = 12 // each picks its first member in turn from a start of its own
+		for range processes {
+			s, err := etcdstore.Open(context.Background(), etcdstore.Config{Endpoints: []string{first, second}, Prefix: "/p", DialTimeout: 2 * time.Second})
+			require.NoError(t, err)
+			_, err = s.Read(context.Background(), []string{"/k"}, nil)
+			require.NoError(t, err)
+			require.NoError(t, s.Close())
+		}
+		require.Equal(t, int64(processes), answering.Load())
+		require.Positive(t, electing.Load(), "some first reads went to the electing member")
+	})
+	t.Run("a lone member still electing past the read's time fails it, naming etcd's answer", func(t *testing.T) {
+		var asked atomic.Int64
+		only := fakeEtcd(t, func(w http.ResponseWriter, r *http.Request) {
+			asked.Add(1)
+			answerGRPC(w, nil, "14", "etcdserver: no leader")
+		})
+		s, err := etcdstore.Open(context.Background(), etcdstore.Config{Endpoints: []string{only}, Prefix: "/p", DialTimeout: time.Second})
+		require.NoError(t, err)
+		defer s.Close()
+		start := time.Now()
+		_, err = s.Read(context.Background(), []string{"/k"}, nil)
+		require.ErrorContains(t, err, "no leader")
+		require.NotContains(t, err.Error(), "\n")
+		require.Equal(t, types.Unavailable, types.ClassOf(err))
+		require.Less(t, time.Since(start), 1500*time.Millisecond, "bounded by the dial timeout")
+		require.Greater(t, asked.Load(), int64(1), "asked more than once")
+	})
 }

@@ -194,14 +194,23 @@ func (s *Store) readTxn(ctx context.Context, ops []requestOp) (*txnResponse, err
 
 // hedged sends a read with do as readTxn describes: bounded by the call's
 // timeout, sent again beside a slow first one, retried after an election.
-// do must be safe to run more than once at the same time (a read).
+// A fresh client's read (no connection yet: every read of a process core
+// execs once) is bounded by the dial timeout as well, so that a dead etcd
+// fails fast, and is not sent beside itself, for each send would open a
+// connection of its own; after an election or a lost connection it is
+// retried all the same, on the next member in turn. do must be safe to run
+// more than once at the same time (a read).
 func hedged[T any](s *Store, ctx context.Context, do func(context.Context) (T, error)) (T, error) {
 	var none T
-	deadline, ok := ctx.Deadline()
-	if !ok || !s.client.live() {
-		cctx, cancel := s.bound(ctx)
+	live := s.client.live()
+	if !live {
+		var cancel context.CancelFunc
+		ctx, cancel = s.bound(ctx)
 		defer cancel()
-		return do(cctx)
+	}
+	deadline, ok := ctx.Deadline()
+	if !ok {
+		return do(ctx)
 	}
 	type answer struct {
 		resp T
@@ -226,7 +235,7 @@ func hedged[T any](s *Store, ctx context.Context, do func(context.Context) (T, e
 	var last error
 	for {
 		var hedge <-chan time.Time
-		if wait := time.Until(deadline) / 2; inFlight < tries && sent < maxReadSends && wait >= minReadTry {
+		if wait := time.Until(deadline) / 2; live && inFlight < tries && sent < maxReadSends && wait >= minReadTry {
 			hedge = time.After(wait)
 		}
 		select {
