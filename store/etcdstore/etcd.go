@@ -165,11 +165,24 @@ func (s *Store) Read(ctx context.Context, keys []string, prefixes []string) (*st
 	return snap, nil
 }
 
-// minReadTry is the least time one try of a read is given.
+// minReadTry is the least time a read sent beside a slow one is given.
 const minReadTry = 500 * time.Millisecond
 
-// maxReadSends bounds how many times one read is sent.
+// maxReadSends bounds how many times one read is sent beside a slow one.
 const maxReadSends = 6
+
+// minRetryTry is the least time left for which a read that etcd answered
+// with an election's error is sent again: such an answer comes at once, and
+// so does the next while the election lasts.
+const minRetryTry = 100 * time.Millisecond
+
+// retryPause is the pause before the n-th resend (from 0) of a read that
+// etcd answered with an election's error: 25 ms doubling to 200 ms, and up
+// to 25 ms at random, so that a read keeps trying through an election of
+// a second or two without asking more than a few times a second.
+func retryPause(n int) time.Duration {
+	return min(25*time.Millisecond<<min(n, 3), 200*time.Millisecond) + rand.N(25*time.Millisecond)
+}
 
 // transient reports whether err is etcd saying it could not serve a request
 // just now (no leader, a leader change, a lost connection): another try,
@@ -193,7 +206,8 @@ func (s *Store) readTxn(ctx context.Context, ops []requestOp) (*txnResponse, err
 }
 
 // hedged sends a read with do as readTxn describes: bounded by the call's
-// timeout, sent again beside a slow first one, retried after an election.
+// timeout, sent again beside a slow first one, and sent again after an
+// election's answer until too little of its time is left (retryPause).
 // A fresh client's read (no connection yet: every read of a process core
 // execs once) is bounded by the dial timeout as well, so that a dead etcd
 // fails fast, and is not sent beside itself, for each send would open a
@@ -231,7 +245,7 @@ func hedged[T any](s *Store, ctx context.Context, do func(context.Context) (T, e
 		})
 	}
 	send()
-	inFlight, sent := 1, 1
+	inFlight, sent, retries := 1, 1, 0
 	var last error
 	for {
 		var hedge <-chan time.Time
@@ -249,18 +263,20 @@ func hedged[T any](s *Store, ctx context.Context, do func(context.Context) (T, e
 				continue
 			}
 			// An election or a lost connection: another try may find the
-			// new leader, while there is time for one.
-			if !transient(last) || sent >= maxReadSends || time.Until(deadline) < minReadTry {
+			// new leader, as long as there is time for one.
+			pause := retryPause(retries)
+			if !transient(last) || time.Until(deadline) < pause+minRetryTry {
 				return none, last
 			}
 			select {
 			case <-ctx.Done():
 				return none, last
-			case <-time.After(time.Duration(20+rand.N(30)) * time.Millisecond):
+			case <-time.After(pause):
 			}
 			send()
 			inFlight++
 			sent++
+			retries++
 		case <-hedge:
 			send()
 			inFlight++

@@ -7,6 +7,7 @@ import (
 	"net/http"
 	"reflect"
 	"sync"
+	"sync/atomic"
 
 	pb "go.etcd.io/etcd/api/v3/etcdserverpb"
 	"google.golang.org/protobuf/proto"
@@ -38,6 +39,25 @@ type recorder struct {
 	next http.RoundTripper
 	mu   sync.Mutex
 	seen []Exchange
+}
+
+// CountSends makes s count the requests it hands its transport: each of
+// the store's own sends, whatever the transport then does with it (the
+// request is passed on untouched).
+func CountSends(s *Store) func() int64 {
+	c := &sendCounter{next: s.client.http.Transport}
+	s.client.http.Transport = c
+	return c.n.Load
+}
+
+type sendCounter struct {
+	next http.RoundTripper
+	n    atomic.Int64
+}
+
+func (c *sendCounter) RoundTrip(req *http.Request) (*http.Response, error) {
+	c.n.Add(1)
+	return c.next.RoundTrip(req)
 }
 
 func (r *recorder) RoundTrip(req *http.Request) (*http.Response, error) {

@@ -67,8 +67,11 @@ func metric(t testing.TB, d *testenv.Daemon, prefix string) string {
 }
 
 // hasOpen reports whether process pid has the file at path open, as
-// /proc/<pid>/fd shows it.
+// /proc/<pid>/fd shows it (by the file's real path).
 func hasOpen(pid int, path string) bool {
+	if dir, err := filepath.EvalSymlinks(filepath.Dir(path)); err == nil {
+		path = filepath.Join(dir, filepath.Base(path))
+	}
 	fds, err := os.ReadDir("/proc/" + strconv.Itoa(pid) + "/fd")
 	if err != nil {
 		return false

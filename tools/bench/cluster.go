@@ -51,14 +51,18 @@ func startEtcd(dir string) (endpoint string, client *clientv3.Client, stop func(
 	if err := child.Start(); err != nil {
 		return "", nil, nil, fmt.Errorf("starting etcd's process: %w", err)
 	}
-	end := func() { _ = in.Close(); _ = child.Wait() }
 	line := make(chan string, 1)
+	read := make(chan struct{}) // closed once the child's stdout is read to its end
 	go func() {
+		defer close(read)
 		s := bufio.NewScanner(out)
 		s.Scan()
 		line <- s.Text()
 		_, _ = io.Copy(io.Discard, out)
 	}()
+	// Wait only once stdout is read to its end (os/exec's rule): the child
+	// ends, closing it, when its stdin closes.
+	end := func() { _ = in.Close(); <-read; _ = child.Wait() }
 	select {
 	case endpoint = <-line:
 	case <-time.After(90 * time.Second):
