@@ -225,6 +225,7 @@ func refusingH2(t *testing.T, code http2.ErrCode) (endpoint string, calls *atomi
 }
 
 func TestACallEtcdHadWholeIsNeverSentAgainByTheTransport(t *testing.T) {
+	t.Parallel() // its own servers, and mostly waiting
 	for _, code := range []http2.ErrCode{http2.ErrCodeProtocol, http2.ErrCodeRefusedStream} {
 		t.Run("after a reset with "+code.String()+" a read was sent only as often as the store sent it, and failed", func(t *testing.T) {
 			endpoint, calls := refusingH2(t, code)
@@ -235,7 +236,7 @@ func TestACallEtcdHadWholeIsNeverSentAgainByTheTransport(t *testing.T) {
 			// each of its sends is counted once, while what the transport
 			// would send again on its own is not.
 			sends := etcdstore.CountSends(s)
-			ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
+			ctx, cancel := context.WithTimeout(context.Background(), time.Second)
 			defer cancel()
 			_, err = s.Read(ctx, []string{"/k"}, nil)
 			require.Error(t, err)
@@ -253,6 +254,7 @@ func TestACallEtcdHadWholeIsNeverSentAgainByTheTransport(t *testing.T) {
 // changed" or "no leader" is sent again, on the next member in turn, as a
 // live client's read is, within its time.
 func TestAFreshClientsReadIsRetriedAfterAnElection(t *testing.T) {
+	t.Parallel() // its own fake members, and mostly waiting
 	for _, message := range []string{"etcdserver: leader changed", "etcdserver: no leader"} {
 		t.Run("a lone member answering "+message+" once is asked again and answers", func(t *testing.T) {
 			var asked atomic.Int64
