@@ -5,16 +5,26 @@ import (
 	"strings"
 
 	"github.com/urfave/cli/v2"
+
+	"github.com/eru-extend/resources/types"
 )
 
 // reorder moves the flags of the command being run in front of its
 // positional arguments. urfave/cli stops parsing flags at the first
 // positional argument, so `nodes drain n1 --if-version 3` would otherwise
 // take --if-version for a second node name; moved, every flag is parsed
-// (an unknown one fails), and none is silently ignored.
-func reorder(app *cli.App, args []string) []string {
+// (an unknown one fails), and none is silently ignored. It refuses what
+// urfave/cli would read wrong without a word: a flag given twice (the last
+// would win), and a flag that takes a value given none (it would take the
+// next argument, a node name, as its value) or given another of the
+// command's flags as its value.
+func reorder(app *cli.App, args []string) ([]string, error) {
 	out := make([]string, 0, len(args))
-	i := takeFlags(app.Flags, args, 0, &out)
+	seen := map[string]bool{}
+	i, err := takeFlags(app.Flags, args, 0, &out, seen)
+	if err != nil {
+		return nil, err
+	}
 	var leaf *cli.Command
 	for cmds := app.Commands; i < len(args); {
 		c := findCommand(cmds, args[i])
@@ -30,7 +40,7 @@ func reorder(app *cli.App, args []string) []string {
 		cmds = c.Subcommands
 	}
 	if leaf == nil || len(leaf.Subcommands) > 0 {
-		return append(out, args[i:]...)
+		return append(out, args[i:]...), nil
 	}
 	var positional []string
 	for i < len(args) {
@@ -39,43 +49,67 @@ func reorder(app *cli.App, args []string) []string {
 			break
 		}
 		if isFlag(args[i]) {
-			i = takeFlags(leaf.Flags, args, i, &out)
+			if i, err = takeFlags(leaf.Flags, args, i, &out, seen); err != nil {
+				return nil, err
+			}
 			continue
 		}
 		positional = append(positional, args[i])
 		i++
 	}
-	return append(out, positional...)
+	return append(out, positional...), nil
 }
 
 // takeFlags copies the flags starting at args[i] (each with its value when
-// it takes one) to out and returns the index after them.
-func takeFlags(flags []cli.Flag, args []string, i int, out *[]string) int {
+// it takes one) to out and returns the index after them. seen holds the
+// flags taken so far, by their first name.
+func takeFlags(flags []cli.Flag, args []string, i int, out *[]string, seen map[string]bool) (int, error) {
 	for i < len(args) && isFlag(args[i]) {
-		*out = append(*out, args[i])
-		if takesValue(flags, args[i]) && i+1 < len(args) {
+		token := args[i]
+		f, inline := flagOf(flags, token)
+		if f != nil {
+			name := f.Names()[0]
+			if seen[name] {
+				return 0, types.Invalid("--%s is given twice: give it once", name)
+			}
+			seen[name] = true
+		}
+		*out = append(*out, token)
+		if f != nil && !inline && !isBool(f) {
+			if i+1 == len(args) {
+				return 0, types.Invalid("--%s needs a value", f.Names()[0])
+			}
+			if next, _ := flagOf(flags, args[i+1]); next != nil {
+				return 0, types.Invalid("--%s needs a value, not the flag %s", f.Names()[0], args[i+1])
+			}
 			*out = append(*out, args[i+1])
 			i++
 		}
 		i++
 	}
-	return i
+	return i, nil
 }
 
 func isFlag(a string) bool { return len(a) > 1 && a[0] == '-' && a != "--" }
 
-func takesValue(flags []cli.Flag, token string) bool {
-	name := strings.TrimLeft(token, "-")
-	if strings.Contains(name, "=") {
-		return false
+// flagOf is the flag of flags that token (-name, --name or --name=value)
+// names, nil for none, and whether the token carries its value.
+func flagOf(flags []cli.Flag, token string) (cli.Flag, bool) {
+	if !isFlag(token) {
+		return nil, false
 	}
+	name, _, inline := strings.Cut(strings.TrimLeft(token, "-"), "=")
 	for _, f := range flags {
 		if slices.Contains(f.Names(), name) {
-			_, isBool := f.(*cli.BoolFlag)
-			return !isBool
+			return f, inline
 		}
 	}
-	return false
+	return nil, false
+}
+
+func isBool(f cli.Flag) bool {
+	_, ok := f.(*cli.BoolFlag)
+	return ok
 }
 
 func findCommand(cmds []*cli.Command, name string) *cli.Command {

@@ -64,7 +64,11 @@ func MainWith(opts Options, name string, args []string, stdin io.Reader, stdout,
 	}
 	r.cfgPath = path
 	app := r.app()
-	err = app.Run(append([]string{name}, reorder(app, args)...))
+	args, err = reorder(app, args)
+	if err != nil {
+		return r.fail(usageError{err})
+	}
+	err = app.Run(append([]string{name}, args...))
 	if err == nil && r.notFound != "" {
 		err = usageError{types.Invalid("unknown command %q (see %s help)", r.notFound, name)}
 	}

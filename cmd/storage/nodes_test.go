@@ -467,6 +467,29 @@ func TestOperatorCommandConventions(t *testing.T) {
 				require.Contains(t, line, "invalid_argument")
 			}
 		})
+		t.Run("a flag is never read wrong: none is given twice, and each value flag has its own value", func(t *testing.T) {
+			addNode(t, env, "k1", standardNode)
+			cases := []struct {
+				args []string
+				says string
+			}{
+				// Read as written, --command-id would take n1 as its
+				// value and drain k1.
+				{[]string{"nodes", "drain", "n1", "k1", "--command-id"}, "invalid_argument: --command-id needs a value"},
+				{[]string{"nodes", "drain", "n1", "--if-version"}, "invalid_argument: --if-version needs a value"},
+				{[]string{"nodes", "drain", "n1", "--command-id", "--wait"}, "invalid_argument: --command-id needs a value, not the flag --wait"},
+				{[]string{"nodes", "drain", "n1", "--command-id", "a", "--command-id", "b"}, "invalid_argument: --command-id is given twice: give it once"},
+				{[]string{"nodes", "drain", "n1", "-o", "json", "--output=yaml"}, "invalid_argument: --output is given twice: give it once"},
+				{[]string{"nodes", "drain", "n1", "--wait", "--wait"}, "invalid_argument: --wait is given twice: give it once"},
+			}
+			for _, c := range cases {
+				line := opFails(t, env, 2, c.args...)
+				require.Contains(t, line, c.says, "%v", c.args)
+			}
+			require.False(t, nodeGet(t, env, "k1").Drain, "k1 is not drained")
+			r := nodeOp(t, env, "drain", "k1", "--command-id=k1-once")
+			require.True(t, r.Drain, "a flag with its value inline still works")
+		})
 		t.Run("table output is for people", func(t *testing.T) {
 			status := nodeGet(t, env, "n1").Status
 			res := env.Op(t, "storage", "nodes", "get", "n1", "-o", "table")
