@@ -34,26 +34,26 @@ func (d *Daemon) Handler(token string) http.Handler {
 	mux.Handle("GET /metrics", d.timed("/metrics", d.metricsHandler()))
 	mux.HandleFunc("GET /healthz", func(w http.ResponseWriter, _ *http.Request) { _, _ = io.WriteString(w, "ok\n") })
 	mux.HandleFunc("GET /readyz", d.readyz)
-	op := func(route string, write bool, args func(r *http.Request, body map[string]any) ([]string, error)) http.Handler {
-		return d.timed(route, d.operator(route, d.name, write, token, args))
+	op := func(route string, takes []string, args argsOf) http.Handler {
+		return d.timed(route, d.operator(route, d.name, takes, token, args))
 	}
 	// Pools are the storage plugin's: their commands run as `storage`,
 	// whichever binary started the daemon.
-	poolOp := func(route string, write bool, args func(r *http.Request, body map[string]any) ([]string, error)) http.Handler {
-		return d.timed(route, d.operator(route, "storage", write, token, args))
+	poolOp := func(route string, takes []string, args argsOf) http.Handler {
+		return d.timed(route, d.operator(route, "storage", takes, token, args))
 	}
-	mux.Handle("GET /v1/nodes", op("GET /v1/nodes", false, func(r *http.Request, _ map[string]any) ([]string, error) {
+	mux.Handle("GET /v1/nodes", op("GET /v1/nodes", reads, func(r *http.Request, _ opBody) ([]string, error) {
 		args := []string{"nodes", "list"}
 		if s := r.URL.Query().Get("status"); s != "" {
 			args = append(args, "--status", s)
 		}
 		return args, nil
 	}))
-	mux.Handle("GET /v1/nodes/{id}", op("GET /v1/nodes/{id}", false, func(r *http.Request, _ map[string]any) ([]string, error) {
+	mux.Handle("GET /v1/nodes/{id}", op("GET /v1/nodes/{id}", reads, func(r *http.Request, _ opBody) ([]string, error) {
 		id, err := pathID(r.PathValue("id"))
 		return []string{"nodes", "get", id}, err
 	}))
-	action := op("POST /v1/nodes/{id}:action", true, func(r *http.Request, body map[string]any) ([]string, error) {
+	action := op("POST /v1/nodes/{id}:action", mutatingFields, func(r *http.Request, body opBody) ([]string, error) {
 		seg := r.PathValue("action")
 		i := strings.LastIndexByte(seg, ':')
 		if i < 0 || !contains(nodeActions, seg[i+1:]) {
@@ -63,7 +63,7 @@ func (d *Daemon) Handler(token string) http.Handler {
 		if err != nil {
 			return nil, err
 		}
-		return append([]string{"nodes", seg[i+1:], id}, mutating(body)...), nil
+		return append([]string{"nodes", seg[i+1:], id}, body.mutating()...), nil
 	})
 	mux.Handle("POST /v1/nodes/{action}", http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		if strings.HasSuffix(r.PathValue("action"), ":heartbeat") {
@@ -72,32 +72,32 @@ func (d *Daemon) Handler(token string) http.Handler {
 		}
 		action.ServeHTTP(w, r)
 	}))
-	mux.Handle("GET /v1/overcommit/defaults", op("GET /v1/overcommit/defaults", false, func(*http.Request, map[string]any) ([]string, error) {
+	mux.Handle("GET /v1/overcommit/defaults", op("GET /v1/overcommit/defaults", reads, func(*http.Request, opBody) ([]string, error) {
 		return []string{"overcommit", "get-defaults"}, nil
 	}))
-	mux.Handle("PUT /v1/overcommit/defaults", op("PUT /v1/overcommit/defaults", true, func(_ *http.Request, body map[string]any) ([]string, error) {
-		return append(append([]string{"overcommit", "set-defaults"}, ratios(body)...), mutating(body)...), nil
+	mux.Handle("PUT /v1/overcommit/defaults", op("PUT /v1/overcommit/defaults", ratioFields, func(_ *http.Request, body opBody) ([]string, error) {
+		return append(append([]string{"overcommit", "set-defaults"}, body.ratios()...), body.mutating()...), nil
 	}))
-	mux.Handle("GET /v1/overcommit/nodes/{id}", op("GET /v1/overcommit/nodes/{id}", false, func(r *http.Request, _ map[string]any) ([]string, error) {
+	mux.Handle("GET /v1/overcommit/nodes/{id}", op("GET /v1/overcommit/nodes/{id}", reads, func(r *http.Request, _ opBody) ([]string, error) {
 		id, err := pathID(r.PathValue("id"))
 		return []string{"overcommit", "get-node", id}, err
 	}))
-	mux.Handle("PUT /v1/overcommit/nodes/{id}", op("PUT /v1/overcommit/nodes/{id}", true, func(r *http.Request, body map[string]any) ([]string, error) {
+	mux.Handle("PUT /v1/overcommit/nodes/{id}", op("PUT /v1/overcommit/nodes/{id}", ratioFields, func(r *http.Request, body opBody) ([]string, error) {
 		id, err := pathID(r.PathValue("id"))
-		return append(append([]string{"overcommit", "set-node", id}, ratios(body)...), mutating(body)...), err
+		return append(append([]string{"overcommit", "set-node", id}, body.ratios()...), body.mutating()...), err
 	}))
-	mux.Handle("DELETE /v1/overcommit/nodes/{id}", op("DELETE /v1/overcommit/nodes/{id}", true, func(r *http.Request, body map[string]any) ([]string, error) {
+	mux.Handle("DELETE /v1/overcommit/nodes/{id}", op("DELETE /v1/overcommit/nodes/{id}", mutatingFields, func(r *http.Request, body opBody) ([]string, error) {
 		id, err := pathID(r.PathValue("id"))
-		return append([]string{"overcommit", "set-node", id}, mutating(body)...), err // no ratio: both follow the defaults
+		return append([]string{"overcommit", "set-node", id}, body.mutating()...), err // no ratio: both follow the defaults
 	}))
-	mux.Handle("GET /v1/pools", poolOp("GET /v1/pools", false, func(*http.Request, map[string]any) ([]string, error) {
+	mux.Handle("GET /v1/pools", poolOp("GET /v1/pools", reads, func(*http.Request, opBody) ([]string, error) {
 		return []string{"pools", "list"}, nil
 	}))
-	mux.Handle("GET /v1/pools/{id}", poolOp("GET /v1/pools/{id}", false, func(r *http.Request, _ map[string]any) ([]string, error) {
+	mux.Handle("GET /v1/pools/{id}", poolOp("GET /v1/pools/{id}", reads, func(r *http.Request, _ opBody) ([]string, error) {
 		id, err := pathArg("pool", r.PathValue("id"))
 		return []string{"pools", "get", id}, err
 	}))
-	mux.Handle("GET /v1/pools/{id}/objects", poolOp("GET /v1/pools/{id}/objects", false, func(r *http.Request, _ map[string]any) ([]string, error) {
+	mux.Handle("GET /v1/pools/{id}/objects", poolOp("GET /v1/pools/{id}/objects", reads, func(r *http.Request, _ opBody) ([]string, error) {
 		id, err := pathArg("pool", r.PathValue("id"))
 		args := []string{"pools", "objects", id}
 		if n := r.URL.Query().Get("node"); n != "" {
@@ -105,26 +105,25 @@ func (d *Daemon) Handler(token string) http.Handler {
 		}
 		return args, err
 	}))
-	mux.Handle("PUT /v1/pools/{id}/capacity", poolOp("PUT /v1/pools/{id}/capacity", true, func(r *http.Request, body map[string]any) ([]string, error) {
+	mux.Handle("PUT /v1/pools/{id}/capacity", poolOp("PUT /v1/pools/{id}/capacity", capacityFields, func(r *http.Request, body opBody) ([]string, error) {
 		id, err := pathArg("pool", r.PathValue("id"))
 		if err != nil {
 			return nil, err
 		}
-		size, ok := body["capacity"]
-		if !ok || size == nil {
+		if body.capacity == "" {
 			return nil, types.Invalid("body: capacity is missing (bytes, or a size such as \"300G\")")
 		}
-		return append([]string{"pools", "set-capacity", id, number(size)}, mutating(body)...), nil
+		return append([]string{"pools", "set-capacity", id, body.capacity}, body.mutating()...), nil
 	}))
-	mux.Handle("POST /v1/pools/{action}", poolOp("POST /v1/pools/{id}:declare-lost", true, func(r *http.Request, body map[string]any) ([]string, error) {
+	mux.Handle("POST /v1/pools/{action}", poolOp("POST /v1/pools/{id}:declare-lost", mutatingFields, func(r *http.Request, body opBody) ([]string, error) {
 		id, ok := strings.CutSuffix(r.PathValue("action"), ":declare-lost")
 		if !ok {
 			return nil, types.Errorf(types.NotFound, "no operation %q: want /v1/pools/{id}:declare-lost", r.PathValue("action"))
 		}
 		id, err := pathArg("pool", id)
-		return append([]string{"pools", "declare-lost", id}, mutating(body)...), err
+		return append([]string{"pools", "declare-lost", id}, body.mutating()...), err
 	}))
-	mux.Handle("GET /v1/objects/{id}", poolOp("GET /v1/objects/{id}", false, func(r *http.Request, _ map[string]any) ([]string, error) {
+	mux.Handle("GET /v1/objects/{id}", poolOp("GET /v1/objects/{id}", reads, func(r *http.Request, _ opBody) ([]string, error) {
 		id, err := pathArg("object", r.PathValue("id"))
 		return []string{"pools", "object", id}, err
 	}))
@@ -150,36 +149,6 @@ func pathArg(what, id string) (string, error) {
 		return "", types.Invalid("%s id %q is not a %s name", what, id, what)
 	}
 	return id, nil
-}
-
-// mutating turns the body's command_id and if_version into flags.
-func mutating(body map[string]any) []string {
-	var out []string
-	if v, ok := body["command_id"]; ok {
-		out = append(out, "--command-id", fmt.Sprint(v))
-	}
-	if v, ok := body["if_version"]; ok {
-		out = append(out, "--if-version", number(v))
-	}
-	return out
-}
-
-func ratios(body map[string]any) []string {
-	var out []string
-	for _, k := range []string{"cpu", "memory"} {
-		if v, ok := body[k]; ok && v != nil {
-			out = append(out, "--"+k, number(v))
-		}
-	}
-	return out
-}
-
-// number prints a JSON number as the command line takes it.
-func number(v any) string {
-	if n, ok := v.(json.Number); ok {
-		return n.String()
-	}
-	return fmt.Sprint(v)
 }
 
 func (d *Daemon) readyz(w http.ResponseWriter, r *http.Request) {
@@ -223,9 +192,40 @@ func (d *Daemon) admitted(mux *http.ServeMux) http.Handler {
 		}
 		defer adm.Release()
 		pfHeaders(w, adm.Level, adm.Schema)
+		if h, pattern := mux.Handler(r); pattern == "" {
+			noRoute(w, r, h)
+			return
+		}
 		mux.ServeHTTP(w, r)
 	})
 }
+
+// noRoute answers a request no route takes as every other error is
+// answered, in JSON: 404 not_found for a path no route has, 405 (with
+// Allow) for a method the path's routes do not take. h is the mux's own
+// answer, which says which of the two it is.
+func noRoute(w http.ResponseWriter, r *http.Request, h http.Handler) {
+	probe := &statusProbe{header: http.Header{}}
+	h.ServeHTTP(probe, r)
+	if probe.status == http.StatusMethodNotAllowed {
+		allow := probe.header.Get("Allow")
+		w.Header().Set("Allow", allow)
+		writeError(w, http.StatusMethodNotAllowed, "unimplemented", fmt.Sprintf("%s %s: this path takes %s", r.Method, r.URL.Path, allow))
+		return
+	}
+	writeError(w, http.StatusNotFound, string(types.NotFound), fmt.Sprintf("no route %s %s (docs/serve.md lists the operator API)", r.Method, r.URL.Path))
+}
+
+// statusProbe keeps the status and headers a handler answers, dropping its
+// body.
+type statusProbe struct {
+	header http.Header
+	status int
+}
+
+func (p *statusProbe) Header() http.Header         { return p.header }
+func (p *statusProbe) Write(b []byte) (int, error) { return len(b), nil }
+func (p *statusProbe) WriteHeader(status int)      { p.status = status }
 
 func pfHeaders(w http.ResponseWriter, level, schema string) {
 	if level != "" {
@@ -256,25 +256,26 @@ func caller(r *http.Request) string {
 
 // operator runs one operator command through the command tree, JSON out,
 // error classes mapped to HTTP statuses as gRPC gateways map them.
-func (d *Daemon) operator(route, bin string, write bool, token string, argsOf func(*http.Request, map[string]any) ([]string, error)) http.HandlerFunc {
+// A write route takes the fields it names (takes, nil for a read); its
+// body is decoded once, before anything runs.
+func (d *Daemon) operator(route, bin string, takes []string, token string, argsOf argsOf) http.HandlerFunc {
 	return func(w http.ResponseWriter, r *http.Request) {
 		result := "ok"
 		defer func() { d.metrics.requests.WithLabelValues(route, result).Inc() }()
+		write := takes != nil
 		if write && !authorized(w, r, token) {
 			result = "refused"
 			return
 		}
-		body := map[string]any{}
-		if r.Body != nil && (r.Method == http.MethodPost || r.Method == http.MethodPut || r.Method == http.MethodDelete) {
-			dec := json.NewDecoder(io.LimitReader(r.Body, 1<<20))
-			dec.UseNumber()
-			if err := dec.Decode(&body); err != nil && err != io.EOF {
-				result = "failed"
-				writeError(w, http.StatusBadRequest, string(types.InvalidArgument), "body: "+err.Error())
-				return
-			}
+		var body opBody
+		var err error
+		if write {
+			body, err = decodeBody(r.Body, route, takes)
 		}
-		args, err := argsOf(r, body)
+		var args []string
+		if err == nil {
+			args, err = argsOf(r, body)
+		}
 		if err != nil {
 			result = "failed"
 			class := types.ClassOf(err)

@@ -8,6 +8,7 @@ import (
 	"crypto/tls"
 	"crypto/x509"
 	"crypto/x509/pkix"
+	"encoding/json"
 	"encoding/pem"
 	"io"
 	"math/big"
@@ -170,6 +171,36 @@ func TestTheOperatorAPIWritesOnlyWithTheToken(t *testing.T) {
 			require.Equal(t, c.status, code, "%s: %s", c.name, body)
 			require.Contains(t, body, c.contains, c.name)
 		}
+		// A body field the route does not take, or of the wrong type, is
+		// refused before anything runs: dropped, it would leave a write to
+		// run without it (a ratio cleared, a version check skipped).
+		before := env.Dump(t)
+		for _, c := range []struct {
+			name, method, path, body string
+			status                   int
+			says                     string
+		}{
+			{"a misspelt ratio", "PUT", "/v1/overcommit/nodes/p1", `{"cpus":3000}`, 400,
+				`body: unknown field \"cpus\": PUT /v1/overcommit/nodes/{id} takes cpu, memory, command_id, if_version`},
+			{"a misspelt version", "PUT", "/v1/overcommit/defaults", `{"cpu":3000,"memory":1000,"if_verison":0}`, 400, `body: unknown field \"if_verison\"`},
+			{"a field of another route", "POST", "/v1/nodes/p1:drain", `{"cpu":1000}`, 400, `POST /v1/nodes/{id}:action takes command_id, if_version`},
+			{"a command id that is not a string", "POST", "/v1/nodes/p1:drain", `{"command_id":7}`, 400, `body: command_id must be a non-empty string, not 7`},
+			{"an empty command id", "POST", "/v1/nodes/p1:drain", `{"command_id":""}`, 400, `body: command_id must be a non-empty string`},
+			{"a version that is not an integer", "POST", "/v1/nodes/p1:drain", `{"if_version":"3"}`, 400, `body: if_version must be an integer`},
+			{"a fractional version", "POST", "/v1/nodes/p1:drain", `{"if_version":1.5}`, 400, `body: if_version must be an integer`},
+			{"a ratio that is an object", "PUT", "/v1/overcommit/defaults", `{"cpu":{},"memory":1000}`, 400, `body: cpu must be a number or a string`},
+			{"a body that is not an object", "POST", "/v1/nodes/p1:drain", `[]`, 400, `body: want a JSON object, not array`},
+			{"data after the object", "POST", "/v1/nodes/p1:drain", `{} {}`, 400, `body: data after the JSON object`},
+			{"a method the path does not take", "DELETE", "/v1/nodes/p1", "", 405, `{"code":"unimplemented","message":"DELETE /v1/nodes/p1: this path takes GET, HEAD, POST"}`},
+			{"a path no route has", "GET", "/v1/nodes/p1/extra", "", 404, `{"code":"not_found","message":"no route GET /v1/nodes/p1/extra`},
+			{"a path with a trailing slash", "GET", "/v1/nodes/", "", 404, `"code":"not_found"`},
+		} {
+			code, body := request(t, http.DefaultClient, c.method, base+c.path, token, c.body)
+			require.Equal(t, c.status, code, "%s: %s", c.name, body)
+			require.Contains(t, body, c.says, c.name)
+			require.True(t, json.Valid([]byte(body)), "%s: a JSON body: %s", c.name, body)
+		}
+		require.Equal(t, before, env.Dump(t), "nothing written")
 		code, body := request(t, http.DefaultClient, "GET", base+"/metrics", "", "")
 		require.Equal(t, 200, code)
 		d.Stop(t)
