@@ -105,6 +105,12 @@ func TestUnregisteredNodes(t *testing.T) {
 		require.Equal(t, clock.Now(), out.Value.CreatedAt)
 		require.Equal(t, []string{"node is drained", "node is syncing: no session has reported yet"}, out.Value.UnschedulableReasons)
 	})
+	t.Run("a drained node says drained when a status above DRAINED shows", func(t *testing.T) {
+		out, err := r.Revoke(ctx, "legacy", nodes.Command{})
+		require.NoError(t, err)
+		require.Equal(t, nodes.StatusRevoked, out.Value.Status)
+		require.Equal(t, []string{"node is revoked", "node is drained", "node is syncing: no session has reported yet"}, out.Value.UnschedulableReasons)
+	})
 }
 
 func TestLedgerSnapshot(t *testing.T) {

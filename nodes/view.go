@@ -181,16 +181,17 @@ func (st *nodeState) view(plugins []Resource, shared map[string][]byte, p Policy
 	}
 	st.holds = holds
 	v.Status = reg.Status(live, holds, p)
-	v.UnschedulableReasons = reasonsOf(reg, live, v.Status, p)
+	v.UnschedulableReasons = reasonsOf(reg, live, holds, p)
 	v.Schedulable = len(v.UnschedulableReasons) == 0
 	return v, nil
 }
 
 // reasonsOf lists why the node may not take new work (never nil, so the
-// view always shows the list); a drained node says drained.
-func reasonsOf(reg *Registration, live bool, status Status, p Policy) []string {
+// view always shows the list); a drained node (drain set, no usage held)
+// says drained, whatever status comes first in the table.
+func reasonsOf(reg *Registration, live, holds bool, p Policy) []string {
 	out := append([]string{}, reg.Reasons(live, p)...)
-	if status == StatusDrained {
+	if reg.Drain && !holds {
 		for i, r := range out {
 			if r == "node is draining" {
 				out[i] = "node is drained"
