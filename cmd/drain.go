@@ -49,29 +49,36 @@ func (r *runner) drainCommand() *cli.Command {
 	}
 }
 
-// waitDrained reads the node until it is DRAINED, printing on stderr the
-// usage it still holds each time that changes. The answer is the node as
-// last read (a replay of the drain stays marked as one).
+// waitDrained reads the node until it is drained — drain set and no usage
+// held, what DRAINED means, also when a status above DRAINED shows (an
+// isolated or revoked node, one whose session ended) — printing on stderr
+// the usage it still holds each time that changes. The answer is the node
+// as last read (a replay of the drain stays marked as one). The drain is
+// written before the wait: a wait that fails says so, for what failed is
+// the wait, not the drain.
 func (r *runner) waitDrained(op *operation, node string, answer nodes.Answer[*nodes.View], deadline time.Time, timeout time.Duration) (nodes.Answer[*nodes.View], error) {
 	v, last := answer.Value, ""
 	for {
-		switch v.Status {
-		case nodes.StatusDrained:
+		switch {
+		case !v.Drain:
+			return answer, types.Errorf(types.FailedPrecondition, "node %s: the drain was written, then cancelled while --wait waited (the node is %s)", node, v.Status)
+		case !v.HoldsUsage:
 			if answer.Value != v {
 				answer.Value, answer.JSON = v, nil
 			}
-			fmt.Fprintf(r.stderr, "%s: nodes drain %s: DRAINED\n", r.name, node)
+			if v.Status == nodes.StatusDrained {
+				fmt.Fprintf(r.stderr, "%s: nodes drain %s: DRAINED\n", r.name, node)
+			} else {
+				fmt.Fprintf(r.stderr, "%s: nodes drain %s: drained, no usage left (status %s)\n", r.name, node, v.Status)
+			}
 			return answer, nil
-		case nodes.StatusDraining:
-		default:
-			return answer, types.Errorf(types.FailedPrecondition, "node %s is %s: no longer draining, so it will not become DRAINED", node, v.Status)
 		}
 		if left := usageLeft(v); left != last {
-			fmt.Fprintf(r.stderr, "%s: nodes drain %s: DRAINING, usage left: %s\n", r.name, node, left)
+			fmt.Fprintf(r.stderr, "%s: nodes drain %s: %s, usage left: %s\n", r.name, node, v.Status, left)
 			last = left
 		}
 		if !time.Now().Before(deadline) {
-			return answer, types.Errorf(types.DeadlineExceeded, "node %s still DRAINING after %s (usage left: %s); the drain stays", node, timeout, last)
+			return answer, types.Errorf(types.DeadlineExceeded, "node %s still holds usage after %s (usage left: %s); the drain is written and stays", node, timeout, last)
 		}
 		time.Sleep(min(drainPoll, time.Until(deadline)+time.Millisecond))
 		err := op.withStore(func(ctx context.Context, s store.Store) error {
@@ -80,7 +87,7 @@ func (r *runner) waitDrained(op *operation, node string, answer nodes.Answer[*no
 			return err
 		})
 		if err != nil {
-			return answer, err
+			return answer, fmt.Errorf("the drain is written and stays; reading node %s while --wait waited failed: %w", node, err)
 		}
 	}
 }

@@ -49,6 +49,9 @@ type View struct {
 	Observation          *Observation               `json:"observation,omitempty"`
 	Released             map[string]any             `json:"released"`
 	Resources            map[string]ResourceSummary `json:"resources"`
+	// HoldsUsage says whether some plugin records usage on the node (what
+	// DRAINED and retirement look at); the view shows it as the status.
+	HoldsUsage bool `json:"-"`
 }
 
 // SessionView is the session part of a View: live, since and expires_at
@@ -180,6 +183,7 @@ func (st *nodeState) view(plugins []Resource, shared map[string][]byte, p Policy
 		}
 	}
 	st.holds = holds
+	v.HoldsUsage = holds
 	v.Status = reg.Status(live, holds, p)
 	v.UnschedulableReasons = reasonsOf(reg, live, holds, p)
 	v.Schedulable = len(v.UnschedulableReasons) == 0
