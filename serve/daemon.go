@@ -103,8 +103,14 @@ func New(ctx context.Context, name, wd string, cfg *config.Config, sc Config, lo
 	}
 	d := &Daemon{name: name, wd: wd, cfg: cfg, serve: sc, log: log, admit: admit, files: map[string]served{}, decoders: cmd.Decoders()}
 	d.files[cfg.File] = stamp(cfg)
+	// The other plugin's file is looked for beside the daemon's own (the
+	// folder core execs the plugins from), wherever the daemon was started.
+	folder := wd
+	if cfg.File != "" {
+		folder = filepath.Dir(cfg.File)
+	}
 	for _, b := range Binaries {
-		file, err := config.Resolve("", b, wd)
+		file, err := config.Resolve("", b, folder)
 		if err != nil || file == "" || file == cfg.File {
 			continue
 		}

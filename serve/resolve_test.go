@@ -1,6 +1,7 @@
 package serve
 
 import (
+	"log/slog"
 	"os"
 	"path/filepath"
 	"testing"
@@ -48,4 +49,27 @@ func TestTheForwarderFindsTheConfigTheCommandTreeFinds(t *testing.T) {
 			require.Equal(t, abs(want), forward.Resolve(c.explicit, "storage", dir))
 		})
 	}
+}
+
+// TestTheDaemonServesTheSiblingConfigBesideItsOwn: started from another
+// folder with --config, the daemon serves the other plugin's file beside
+// its own, where core execs the plugins, not a file of the folder it was
+// started in.
+func TestTheDaemonServesTheSiblingConfigBesideItsOwn(t *testing.T) {
+	plugins, elsewhere := t.TempDir(), t.TempDir()
+	for _, dir := range []string{plugins, elsewhere} {
+		for _, b := range Binaries {
+			require.NoError(t, os.WriteFile(filepath.Join(dir, b+".yaml"), []byte("embedded:\n  path: "+filepath.Join(plugins, "db")+"\n"), 0o644))
+		}
+	}
+	cfg, err := config.Load(filepath.Join(plugins, "storage.yaml"), "storage")
+	require.NoError(t, err)
+	d, err := New(t.Context(), "storage", elsewhere, cfg, Config{}, slog.New(slog.DiscardHandler), nil)
+	require.NoError(t, err)
+	defer d.Close()
+	served := []string{}
+	for file := range d.files {
+		served = append(served, file)
+	}
+	require.ElementsMatch(t, []string{filepath.Join(plugins, "storage.yaml"), filepath.Join(plugins, "compute.yaml")}, served)
 }
