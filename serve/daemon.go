@@ -405,7 +405,7 @@ func (d *Daemon) handle(conn *net.UnixConn) {
 	defer conn.Close()
 	uid, pid, ok := d.peerAllowed(conn)
 	if !ok {
-		d.log.Warn("peer refused on the socket", "uid", uid, "pid", pid)
+		d.log.Warn("peer refused on the socket", "peer_uid", uid, "peer_pid", pid)
 		d.metrics.requests.WithLabelValues("", "refused").Inc()
 		_, _ = conn.Write([]byte{forward.Refused})
 		return

@@ -79,7 +79,7 @@ func TestTheSocketRefusesPeersOfAnotherUID(t *testing.T) {
 			require.Equal(t, c.forwarded, d.Forwarded(t))
 			if c.refused {
 				require.Contains(t, d.Log(), `"msg":"peer refused on the socket"`)
-				require.Contains(t, d.Log(), `"uid":65534`)
+				require.Contains(t, d.Log(), `"peer_uid":65534`)
 				require.Equal(t, "1", metric(t, d, `eru_serve_requests_total{result="refused",verb=""}`))
 			} else {
 				require.NotContains(t, d.Log(), "peer refused")
