@@ -4,6 +4,7 @@ import (
 	"encoding/json"
 	"os"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -99,10 +100,17 @@ func procRoot(t *testing.T, bootID string, memAvailableKB int64) string {
 	return dir
 }
 
+// heartbeat sends a heartbeat of a synchronised clock, unless extra gives
+// the clock flags itself (a flag is given once).
 func heartbeat(t *testing.T, env *testenv.Env, node, proc string, extra ...string) registration {
 	t.Helper()
-	args := append([]string{"heartbeat", node, "--proc-root", proc, "--clock-sync", "SYNCHRONIZED", "--clock-max-error", "10ms"}, extra...)
-	return nodeOp(t, env, args...)
+	args := []string{"heartbeat", node, "--proc-root", proc}
+	for _, flag := range []struct{ name, value string }{{"--clock-sync", "SYNCHRONIZED"}, {"--clock-max-error", "10ms"}} {
+		if !slices.Contains(extra, flag.name) {
+			args = append(args, flag.name, flag.value)
+		}
+	}
+	return nodeOp(t, env, append(args, extra...)...)
 }
 
 // placeable reports whether the capacity query keeps the node.
