@@ -69,10 +69,17 @@ func (op *operation) withStore(fn func(ctx context.Context, s store.Store) error
 	return fn(ctx, s)
 }
 
-// spec is the fixed part of an operator command: its full name, how many
-// node names it takes, and how it opens the store.
+// positional checks one positional argument of an operator command; its
+// error names what the argument is (a node name, a pool id, a size, ...).
+type positional func(arg string) error
+
+// spec is the fixed part of an operator command: its full name, its
+// positional arguments, and how it opens the store.
 type spec struct {
-	name  string
+	name string
+	// args checks each positional argument, in order. Without it the
+	// command takes nargs node names (the nodes and overcommit commands).
+	args  []positional
 	nargs int
 	mode  config.Mode
 	// hostDefault: with no argument, the node is this host's name.
@@ -80,6 +87,18 @@ type spec struct {
 	// long: the command runs for a while (a wait, an agent) and opens the
 	// store for each step itself (operation.withStore).
 	long bool
+}
+
+// positionals are the checks of the command's positional arguments.
+func (sp spec) positionals() []positional {
+	if sp.args != nil {
+		return sp.args
+	}
+	checks := make([]positional, sp.nargs)
+	for i := range checks {
+		checks[i] = nodes.ValidName
+	}
+	return checks
 }
 
 // Run makes an operator command of a body that returns a typed answer:
@@ -98,14 +117,15 @@ func Run[T any](r *runner, sp spec, body func(op *operation) (nodes.Answer[T], e
 			}
 			args = []string{host}
 		}
-		if len(args) != sp.nargs {
-			if sp.nargs == 0 {
+		checks := sp.positionals()
+		if len(args) != len(checks) {
+			if len(checks) == 0 {
 				return fail(types.Invalid("unexpected argument %q", c.Args().First()))
 			}
-			return fail(types.Invalid("want %d argument(s) (%s), got %d", sp.nargs, c.Command.ArgsUsage, c.NArg()))
+			return fail(types.Invalid("want %d argument(s) (%s), got %d", len(checks), c.Command.ArgsUsage, c.NArg()))
 		}
-		for _, a := range args {
-			if err := nodes.ValidName(a); err != nil {
+		for i, a := range args {
+			if err := checks[i](a); err != nil {
 				return fail(err)
 			}
 		}

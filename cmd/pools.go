@@ -35,7 +35,7 @@ func (r *runner) poolsCommand() *cli.Command {
 				Usage:     "one pool: capacity, reserved bytes, version, attachments",
 				ArgsUsage: "POOL",
 				Flags:     []cli.Flag{outputFlag()},
-				Action: Run(r, spec{name: "pools get", nargs: 1, mode: config.ReadExisting}, func(op *operation) (nodes.Answer[pool.View], error) {
+				Action: Run(r, spec{name: "pools get", args: []positional{pool.ValidID}, mode: config.ReadExisting}, func(op *operation) (nodes.Answer[pool.View], error) {
 					return read(admin(op.store).Get(op.ctx, op.args[0]))
 				}, poolViewTables),
 			},
@@ -44,10 +44,10 @@ func (r *runner) poolsCommand() *cli.Command {
 				Usage:     "set a pool's capacity (--if-version is mandatory; lowering it evicts nothing)",
 				ArgsUsage: "POOL SIZE",
 				Flags:     mutatingFlags(),
-				Action: Run(r, spec{name: "pools set-capacity", nargs: 2, mode: config.WriteExisting}, func(op *operation) (nodes.Answer[pool.View], error) {
-					size, err := types.ParseSize(op.args[1], false)
+				Action: Run(r, spec{name: "pools set-capacity", args: []positional{pool.ValidID, checkCapacity}, mode: config.WriteExisting}, func(op *operation) (nodes.Answer[pool.View], error) {
+					size, err := parseCapacity(op.args[1])
 					if err != nil {
-						return nodes.Answer[pool.View]{}, types.Wrap(types.InvalidArgument, err, "SIZE")
+						return nodes.Answer[pool.View]{}, err
 					}
 					return admin(op.store).SetCapacity(op.ctx, op.args[0], size, op.cmd)
 				}, poolViewTables),
@@ -57,7 +57,7 @@ func (r *runner) poolsCommand() *cli.Command {
 				Usage:     "a pool's objects (an object moving out is listed under its target)",
 				ArgsUsage: "POOL",
 				Flags:     []cli.Flag{outputFlag(), &cli.StringFlag{Name: "node", Usage: "only the objects this node's record keeps"}},
-				Action: Run(r, spec{name: "pools objects", nargs: 1, mode: config.ReadExisting}, func(op *operation) (nodes.Answer[pooladmin.Objects], error) {
+				Action: Run(r, spec{name: "pools objects", args: []positional{pool.ValidID}, mode: config.ReadExisting}, func(op *operation) (nodes.Answer[pooladmin.Objects], error) {
 					if n := op.c.String("node"); n != "" {
 						if err := nodes.ValidName(n); err != nil {
 							return read(pooladmin.Objects{}, types.Wrap(types.InvalidArgument, err, "--node"))
@@ -71,7 +71,7 @@ func (r *runner) poolsCommand() *cli.Command {
 				Usage:     "one pool object",
 				ArgsUsage: "OBJECT",
 				Flags:     []cli.Flag{outputFlag()},
-				Action: Run(r, spec{name: "pools object", nargs: 1, mode: config.ReadExisting}, func(op *operation) (nodes.Answer[pool.ObjectView], error) {
+				Action: Run(r, spec{name: "pools object", args: []positional{pool.ValidObjectID}, mode: config.ReadExisting}, func(op *operation) (nodes.Answer[pool.ObjectView], error) {
 					return read(admin(op.store).Object(op.ctx, op.args[0]))
 				}, func(o pool.ObjectView, _ time.Time) []block {
 					return objectListTables(pooladmin.Objects{Objects: []pool.ObjectView{o}}, time.Time{})
@@ -82,7 +82,7 @@ func (r *runner) poolsCommand() *cli.Command {
 				Usage:     "declare a pool's storage gone for good (every member isolated, or none)",
 				ArgsUsage: "POOL",
 				Flags:     mutatingFlags(),
-				Action: Run(r, spec{name: "pools declare-lost", nargs: 1, mode: config.WriteExisting}, func(op *operation) (nodes.Answer[pooladmin.Lost], error) {
+				Action: Run(r, spec{name: "pools declare-lost", args: []positional{pool.ValidID}, mode: config.WriteExisting}, func(op *operation) (nodes.Answer[pooladmin.Lost], error) {
 					return admin(op.store).DeclareLost(op.ctx, op.args[0], op.cmd)
 				}, func(l pooladmin.Lost, now time.Time) []block {
 					return append(poolViewTables(l.Pool, now), block{
@@ -102,7 +102,7 @@ func (r *runner) poolsCommand() *cli.Command {
 					&cli.BoolFlag{Name: "abort", Usage: "undo a move that did not settle: remove the target copy and release the target's reservation"},
 					&cli.BoolFlag{Name: "progress", Usage: "print the copy's progress on stderr: files and bytes copied of the total (default: when stderr is a terminal)"},
 				},
-				Action: Run(r, spec{name: "pools move", nargs: 1, mode: config.WriteExisting}, func(op *operation) (nodes.Answer[pool.ObjectView], error) {
+				Action: Run(r, spec{name: "pools move", args: []positional{pool.ValidObjectID}, mode: config.WriteExisting}, func(op *operation) (nodes.Answer[pool.ObjectView], error) {
 					if op.c.String("to") == "" || op.c.String("node") == "" {
 						return read(pool.ObjectView{}, types.Invalid("--to and --node are required"))
 					}
@@ -131,7 +131,7 @@ func (r *runner) poolsCommand() *cli.Command {
 				Usage:     "remove the copies a pool still keeps (a moved object's source, an aborted move's target), on a node that declares it (run it on that node)",
 				ArgsUsage: "POOL",
 				Flags:     []cli.Flag{outputFlag(), &cli.StringFlag{Name: "node", Usage: "the node that removes, this host (required)"}},
-				Action: Run(r, spec{name: "pools cleanup", nargs: 1, mode: config.WriteExisting}, func(op *operation) (nodes.Answer[pooladmin.Cleaned], error) {
+				Action: Run(r, spec{name: "pools cleanup", args: []positional{pool.ValidID}, mode: config.WriteExisting}, func(op *operation) (nodes.Answer[pooladmin.Cleaned], error) {
 					if err := nodes.ValidName(op.c.String("node")); err != nil {
 						return read(pooladmin.Cleaned{}, types.Wrap(types.InvalidArgument, err, "--node"))
 					}
@@ -157,12 +157,28 @@ func (r *runner) poolsCommand() *cli.Command {
 				Usage:     "write a pool's recomputed counters (compared against every node record read)",
 				ArgsUsage: "POOL",
 				Flags:     []cli.Flag{outputFlag(), &cli.StringFlag{Name: "command-id", Usage: "make the command replayable: the same id with the same arguments answers the first answer and writes nothing"}},
-				Action: Run(r, spec{name: "pools repair", nargs: 1, mode: config.WriteExisting}, func(op *operation) (nodes.Answer[pool.Drift], error) {
+				Action: Run(r, spec{name: "pools repair", args: []positional{pool.ValidID}, mode: config.WriteExisting}, func(op *operation) (nodes.Answer[pool.Drift], error) {
 					return admin(op.store).Repair(op.ctx, op.args[0], op.cmd)
 				}, func(d pool.Drift, _ time.Time) []block { return driftTables([]pool.Drift{d}) }),
 			},
 		},
 	}
+}
+
+// parseCapacity reads set-capacity's SIZE, a pool's capacity (its range
+// is the pool record's rule, checked where it is set).
+func parseCapacity(arg string) (int64, error) {
+	size, err := types.ParseSize(arg, false)
+	if err != nil {
+		return 0, types.Wrap(types.InvalidArgument, err, "capacity SIZE")
+	}
+	return size, nil
+}
+
+// checkCapacity checks set-capacity's SIZE before the store is opened.
+func checkCapacity(arg string) error {
+	_, err := parseCapacity(arg)
+	return err
 }
 
 // capacityText is a pool's capacity, or what its absence means.

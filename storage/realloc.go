@@ -129,6 +129,9 @@ func mergeRequest(old *Workload, req *WorkloadRequest) (*WorkloadRequest, error)
 		}
 		raiseLimit(r, next.Limit[i])
 	}
+	if err := oneMountPerDestination(next.Request, nil); err != nil {
+		return nil, err
+	}
 	flatReq := max(0, satAdd(old.StorageRequest, -sizeOf(old.VolumesRequest))) + req.FlatRequest
 	flatLim := max(0, satAdd(old.StorageLimit, -sizeOf(oldLimits))) + req.FlatLimit
 	if flatReq < 0 {

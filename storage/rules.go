@@ -174,6 +174,9 @@ func (r *Resize) Plan(n *Node, env types.Env) (*types.Realloc, bool, error) {
 	if err != nil {
 		return nil, false, err
 	}
+	if err := oneMountPerDestination(res.Workload.VolumesRequest, poolBindingsOf(res.Workload.PoolPlanRequest)); err != nil {
+		return nil, false, err
+	}
 	res.Engine.Volumes = append(res.Engine.Volumes, volumes...)
 	res.Engine.VolumeChanged = res.Engine.VolumeChanged || changed
 	return &types.Realloc{EngineParams: res.Engine, DeltaResource: res.Delta, WorkloadResource: res.Workload}, res.Grows || grows, nil

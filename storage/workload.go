@@ -352,6 +352,9 @@ func ParseWorkloadRequest(raw json.RawMessage, signed bool) (*WorkloadRequest, e
 			}
 			raiseLimit(b, w.Limit[i])
 		}
+		if err := oneMountPerDestination(w.Request, w.Pools); err != nil {
+			return nil, err
+		}
 	}
 
 	var hasFlatReq, hasFlatLim bool

@@ -248,7 +248,7 @@ func apply(cfg *Config, d *document) {
 	}
 	if n := d.Nodes; n != nil {
 		set(&cfg.Nodes.RequireSession, n.RequireSession)
-		setDuration(&cfg.Nodes.SessionTTL, n.SessionTTL)
+		setDuration(&cfg.Nodes.SessionTTL, (*duration)(n.SessionTTL))
 		setDuration(&cfg.Nodes.ClockSkewTolerance, n.ClockSkewTolerance)
 		if n.MemoryTightBytes != nil {
 			cfg.Nodes.MemoryTightBytes = int64(*n.MemoryTightBytes)

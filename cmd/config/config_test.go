@@ -226,6 +226,11 @@ etcd: {<<: [*a, *b]}
 		require.Equal(t, "/eru-resources", cfg.Etcd.Prefix)
 		require.Equal(t, 3*time.Second, cfg.Etcd.CallTimeout)
 	})
+	t.Run("a session ttl at the heartbeat's limit is taken", func(t *testing.T) {
+		cfg, err := Parse([]byte("nodes:\n  session_ttl: 10m\n"), "/x/storage.yaml")
+		require.NoError(t, err)
+		require.Equal(t, 10*time.Minute, cfg.Nodes.SessionTTL)
+	})
 	t.Run("an empty file is the defaults", func(t *testing.T) {
 		for _, doc := range []string{"", "\n", "# nothing\n", "---\n"} {
 			cfg, err := Parse([]byte(doc), "/x/storage.yaml")
@@ -242,6 +247,9 @@ etcd: {<<: [*a, *b]}
 		{"a negative duration", "embedded:\n  lock_timeout: -1s\n", "embedded.lock_timeout"},
 		{"a count that is not an integer", "scheduler:\n  max_deploy_count: many\n", `scheduler.max_deploy_count: "many" is not an integer`},
 		{"a count out of range", "scheduler:\n  max_deploy_count: 0\n", "scheduler.max_deploy_count: 0 is not between 1 and 1000000"},
+		{"a session ttl above what a heartbeat's session may live", "nodes:\n  session_ttl: 11m\n",
+			`nodes.session_ttl: "11m" is longer than a heartbeat's session may live: want at most 10m0s (line 2)`},
+		{"a session ttl given in hours", "nodes:\n  require_session: true\n  session_ttl: 1h\n", `nodes.session_ttl: "1h" is longer than a heartbeat's session may live: want at most 10m0s (line 3)`},
 		{"a flag that is not a boolean", "nodes:\n  require_session: maybe\n", `nodes.require_session: "maybe" is not true or false`},
 		{"a size that is not one", "nodes:\n  memory_tight_bytes: lots\n", `nodes.memory_tight_bytes: "lots" is not a size`},
 		{"machines given as a mapping", "etcd:\n  machines: {a: b}\n", "etcd.machines: want a list of strings, got a mapping"},

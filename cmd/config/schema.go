@@ -7,6 +7,8 @@ import (
 
 	"github.com/docker/go-units"
 	"gopkg.in/yaml.v3"
+
+	"github.com/eru-extend/resources/nodes"
 )
 
 // document is the config file as written: every section the plugins own,
@@ -57,10 +59,10 @@ type logSection struct {
 }
 
 type nodesSection struct {
-	RequireSession     *bool     `yaml:"require_session"`
-	SessionTTL         *duration `yaml:"session_ttl"`
-	ClockSkewTolerance *duration `yaml:"clock_skew_tolerance"`
-	MemoryTightBytes   *size     `yaml:"memory_tight_bytes"`
+	RequireSession     *bool       `yaml:"require_session"`
+	SessionTTL         *sessionTTL `yaml:"session_ttl"`
+	ClockSkewTolerance *duration   `yaml:"clock_skew_tolerance"`
+	MemoryTightBytes   *size       `yaml:"memory_tight_bytes"`
 }
 
 // duration is a positive time.Duration written as Go writes them: 2s, 500ms.
@@ -75,6 +77,24 @@ func (d *duration) UnmarshalYAML(n *yaml.Node) error {
 		return fmt.Errorf("%q is not a positive duration like 2s or 500ms", n.Value)
 	}
 	*d = duration(v)
+	return nil
+}
+
+// sessionTTL is a duration a heartbeat's session may live: the registry's
+// own bound (nodes.SessionTTL), so that a config the heartbeat would refuse
+// is refused where it is read, naming its file and line.
+type sessionTTL duration
+
+func (d *sessionTTL) UnmarshalYAML(n *yaml.Node) error {
+	var v duration
+	if err := v.UnmarshalYAML(n); err != nil {
+		return err
+	}
+	// v is positive already: what the bound refuses is too long.
+	if _, err := nodes.SessionTTL(time.Duration(v)); err != nil {
+		return fmt.Errorf("%q is longer than a heartbeat's session may live: want at most %s", n.Value, nodes.MaxSessionTTL)
+	}
+	*d = sessionTTL(v)
 	return nil
 }
 

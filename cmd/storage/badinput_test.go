@@ -1,6 +1,7 @@
 package main_test
 
 import (
+	"os"
 	"strings"
 	"testing"
 
@@ -121,4 +122,29 @@ func TestMalformedConfigNamesTheFileAndKey(t *testing.T) {
 	env := testenv.NewEmbedded(t, testenv.WithConfig("etcd:\n  dial_timeout: soon"))
 	line := env.Fail(t, "storage", "get-node-resource-info", obj{"nodename": "n1"})
 	require.Contains(t, line, "invalid_argument: config "+env.Dir+"/storage.yaml: etcd.dial_timeout: \"soon\" is not a positive duration")
+}
+
+// TestASessionTTLTheHeartbeatWouldRefuseIsAConfigError: nodes.session_ttl
+// above what a heartbeat's session may live is refused where the config is
+// read, naming the file, the key, the line and the limit, by every verb and
+// command, before a heartbeat could run on it.
+func TestASessionTTLTheHeartbeatWouldRefuseIsAConfigError(t *testing.T) {
+	t.Parallel()
+	env := testenv.NewEmbedded(t, testenv.WithConfig("nodes:\n  session_ttl: 11m"))
+	want := "invalid_argument: config " + env.Dir + `/storage.yaml: nodes.session_ttl: "11m" is longer than a heartbeat's session may live: want at most 10m0s (line 4)`
+	t.Run("a plugin verb fails with exit 128 naming the file, the line and the limit", func(t *testing.T) {
+		line := env.Fail(t, "storage", "add-node", obj{"nodename": "n1", "resource": standardNode})
+		require.Contains(t, line, want)
+		_, err := os.Stat(env.DB)
+		require.True(t, os.IsNotExist(err), "no store created")
+	})
+	for _, args := range [][]string{{"nodes", "list"}, {"nodes", "heartbeat", "n1", "--register"}} {
+		t.Run("the operator command "+strings.Join(args, " ")+" fails with exit 2 and the same line", func(t *testing.T) {
+			res := env.Op(t, "storage", args...)
+			require.Equal(t, 2, res.Code, res.Stderr)
+			require.Empty(t, res.Stdout)
+			require.Contains(t, res.Stderr, want)
+			require.Equal(t, 1, strings.Count(res.Stderr, "\n"), "one line")
+		})
+	}
 }
