@@ -274,6 +274,9 @@ func Restore(capacity, usage json.RawMessage) (*Node, error) {
 	if err := json.Unmarshal(capacity, &view); err != nil {
 		return nil, types.Invalid("capacity: the figures in effect are not readable: %v", err)
 	}
+	if err := checkVersion(view.OvercommitVersion); err != nil {
+		return nil, types.Wrap(types.InvalidArgument, err, "capacity")
+	}
 	n := &Node{Capacity: c, Version: view.OvercommitVersion}
 	for _, r := range []struct {
 		what   string
@@ -330,4 +333,22 @@ func (n *Node) Recompute(ws []*Workload, released types.Amounts) (*Node, []strin
 	out := *n
 	out.Usage = sum
 	return &out, diffs, nil
+}
+
+// checkVersion refuses an overrides version no record may keep: below 0, or
+// past 2^53, which core's float64 decoding would change.
+func checkVersion(v int64) error {
+	if v < 0 || v > types.MaxExact {
+		return types.Invalid("overcommit_version %d is out of range: want 0 to 2^53 (%d)", v, int64(types.MaxExact))
+	}
+	return nil
+}
+
+// nextVersion is the overrides version after a change of node's overrides:
+// one more, refused at 2^53.
+func nextVersion(node string, v int64) (int64, error) {
+	if v >= types.MaxExact {
+		return 0, types.Errorf(types.FailedPrecondition, "node %s compute record: overcommit version %d is at its limit, 2^53: it cannot advance", node, v)
+	}
+	return v + 1, nil
 }

@@ -254,6 +254,11 @@ func TestRestore(t *testing.T) {
 		_, err := Restore(json.RawMessage(`{"cpu_millis": 1, "memory_bytes": 2, "cpu_ratio": 5, "cpu_ratio_source": "MINE"}`), nil)
 		require.ErrorContains(t, err, `cpu_ratio_source "MINE" is neither DEFAULT nor NODE`)
 	})
+	t.Run("an overrides version of 2^53 is the largest restored", func(t *testing.T) {
+		n, err := Restore(json.RawMessage(`{"cpu_millis": 1, "memory_bytes": 2, "overcommit_version": 9007199254740992}`), nil)
+		require.NoError(t, err)
+		require.Equal(t, int64(types.MaxExact), n.Version)
+	})
 	t.Run("a missing usage is no usage", func(t *testing.T) {
 		n, err := Restore(json.RawMessage(`{"cpu_millis": 1, "memory_bytes": 2}`), nil)
 		require.NoError(t, err)
@@ -269,6 +274,10 @@ func TestRestore(t *testing.T) {
 		{"a usage missing a stored key is refused", `{"cpu_millis": 1, "memory_bytes": 2}`, `{"cpu_millis": 5}`, `usage: not a stored compute resource: "memory_bytes" is missing`},
 		{"a fractional stored figure is refused", `{"cpu_millis": 1.5, "memory_bytes": 2}`, "", "capacity: not a stored compute resource"},
 		{"a negative usage is refused", `{"cpu_millis": 1, "memory_bytes": 2}`, `{"cpu_millis": -1, "memory_bytes": 0}`, "usage cpu_millis would be -1, below zero"},
+		{"an overrides version past 2^53 is refused naming the limit", `{"cpu_millis": 1, "memory_bytes": 2, "overcommit_version": 9007199254740993}`, "",
+			"capacity: overcommit_version 9007199254740993 is out of range: want 0 to 2^53 (9007199254740992)"},
+		{"a negative overrides version is refused naming the limit", `{"cpu_millis": 1, "memory_bytes": 2, "overcommit_version": -1}`, "",
+			"capacity: overcommit_version -1 is out of range: want 0 to 2^53 (9007199254740992)"},
 	} {
 		t.Run(c.name, func(t *testing.T) {
 			_, err := Restore(raw(c.capacity), raw(c.usage))
@@ -370,4 +379,20 @@ func nextUsage(n *Node, resource, request, workloads json.RawMessage, delta, inc
 		return nil, err
 	}
 	return edit.Apply(n)
+}
+
+func TestNextVersion(t *testing.T) {
+	t.Run("a change of the overrides advances the version by one", func(t *testing.T) {
+		v, err := nextVersion("n1", 3)
+		require.NoError(t, err)
+		require.Equal(t, int64(4), v)
+	})
+	t.Run("the version advances to 2^53 and no further", func(t *testing.T) {
+		v, err := nextVersion("n1", types.MaxExact-1)
+		require.NoError(t, err)
+		require.Equal(t, int64(types.MaxExact), v)
+		_, err = nextVersion("n1", types.MaxExact)
+		require.EqualError(t, err, "node n1 compute record: overcommit version 9007199254740992 is at its limit, 2^53: it cannot advance")
+		require.Equal(t, types.FailedPrecondition, types.ClassOf(err))
+	})
 }
