@@ -81,16 +81,17 @@ func DecodeNode(data []byte) (*Node, error) {
 func (n *Node) Validate() error {
 	for _, c := range []struct {
 		what string
+		cpu  bool
 		v    int64
 	}{
-		{"capacity cpu_millis", n.Capacity.CPUMillis}, {"capacity memory_bytes", n.Capacity.MemoryBytes},
-		{"usage cpu_millis", n.Usage.CPUMillis}, {"usage memory_bytes", n.Usage.MemoryBytes},
+		{"capacity cpu_millis", true, n.Capacity.CPUMillis}, {"capacity memory_bytes", false, n.Capacity.MemoryBytes},
+		{"usage cpu_millis", true, n.Usage.CPUMillis}, {"usage memory_bytes", false, n.Usage.MemoryBytes},
 	} {
 		if c.v < 0 {
 			return types.Invalid("%s would be %d, below zero", c.what, c.v)
 		}
 		if c.v > MaxHost {
-			return types.Invalid("%s %d is too large", c.what, c.v)
+			return types.Invalid("%s %d is too large (at most %s)", c.what, c.v, hostLimit(c.cpu))
 		}
 	}
 	if o := n.Override.CPU; o != nil {
@@ -128,7 +129,7 @@ func parseNodeRequest(m map[string]json.RawMessage, signed bool) (*nodeRequest, 
 		q.CPU, q.HasCPU = v, true
 	}
 	if raw, ok := m["memory"]; ok && !types.IsNull(raw) {
-		v, err := types.ParseSizeJSON(raw, signed)
+		v, err := types.ParseSizeJSONAtMost(raw, signed, MaxHost)
 		if err != nil {
 			return nil, types.Invalid("memory: %v", err)
 		}
