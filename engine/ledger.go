@@ -24,15 +24,37 @@ func takeLedger(c *types.Change) (types.Amounts, error) {
 	}
 	var ledger types.Amounts
 	if err := json.Unmarshal(snap, &ledger); err != nil || ledger == nil {
-		return nil, types.Invalid("%s: want an object of non-negative integers, as set-node-resource-usage answered it", LedgerKey)
+		return nil, types.Invalid("%s: want an object of integers from 0 to 2^53 (%d), as set-node-resource-usage answered it", LedgerKey, int64(types.MaxExact))
 	}
 	for _, k := range ledger.Keys() {
-		if ledger[k] < 0 {
-			return nil, types.Invalid("%s: %s is %d, below 0", LedgerKey, k, ledger[k])
+		switch v := ledger[k]; {
+		case v < 0:
+			return nil, types.Invalid("%s: %s is %d, below 0", LedgerKey, k, v)
+		case v > types.MaxExact:
+			return nil, types.Invalid("%s: %s is %d, above 2^53 (%d)", LedgerKey, k, v, int64(types.MaxExact))
 		}
 	}
 	delete(c.Members, LedgerKey)
 	return ledger, nil
+}
+
+// checkLedgerKeys refuses a ledger snapshot holding a key the node's ledger
+// cannot have held. The ledger is filled from the record's usage when the
+// node is isolated, so a key must be one the resource's usage produces for
+// the node (check, naming the limit when it is not); a key the ledger holds
+// now also passes, because the device it counts may have left the node's
+// capacity since the isolation. Keys are checked in order, so the same
+// snapshot is always refused naming the same key.
+func checkLedgerKeys(snap, ledger types.Amounts, check func(key string) error) error {
+	for _, k := range snap.Keys() {
+		if _, held := ledger[k]; held {
+			continue
+		}
+		if err := check(k); err != nil {
+			return types.Wrap(types.InvalidArgument, err, LedgerKey)
+		}
+	}
+	return nil
 }
 
 // withLedger adds the ledger snapshot to a usage view (a JSON object).

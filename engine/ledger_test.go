@@ -33,6 +33,12 @@ func TestTakeLedger(t *testing.T) {
 			want: types.Amounts{}, rest: `{}`},
 		{name: "workloads are never a snapshot", change: types.Change{Form: types.WorkloadsForm, Raw: json.RawMessage(`[{"isolation_ledger":{}}]`)}, rest: `[{"isolation_ledger":{}}]`},
 		{name: "a negative amount is refused", change: stored(`{"isolation_ledger":{"storage":-1}}`), invalid: "storage is -1, below 0"},
+		{name: "an amount of 2^53 is the largest taken", change: stored(`{"isolation_ledger":{"storage":9007199254740992}}`),
+			want: types.Amounts{"storage": 1 << 53}, rest: `{}`},
+		{name: "an amount above 2^53 is refused naming the limit", change: stored(`{"isolation_ledger":{"storage":9007199254740993}}`),
+			invalid: "isolation_ledger: storage is 9007199254740993, above 2^53 (9007199254740992)"},
+		{name: "an amount beyond int64 is refused naming the limit", change: stored(`{"isolation_ledger":{"storage":1e30}}`),
+			invalid: "want an object of integers from 0 to 2^53 (9007199254740992)"},
 		{name: "a snapshot that is not an object of integers is refused", change: stored(`{"isolation_ledger":[1]}`), invalid: "want an object"},
 		{name: "null is refused", change: stored(`{"isolation_ledger":null}`), invalid: "want an object"},
 	} {
@@ -52,6 +58,40 @@ func TestTakeLedger(t *testing.T) {
 				require.NoError(t, err)
 			}
 			require.JSONEq(t, c.rest, string(rest))
+		})
+	}
+}
+
+func TestCheckLedgerKeys(t *testing.T) {
+	// check stands for a resource whose usage has the one component "cpu".
+	check := func(k string) error {
+		if k == "cpu" {
+			return nil
+		}
+		return types.Invalid("%s is not a usage component (cpu)", k)
+	}
+	for _, c := range []struct {
+		name    string
+		snap    types.Amounts
+		ledger  types.Amounts
+		invalid string
+	}{
+		{name: "a snapshot of the resource's own components is accepted", snap: types.Amounts{"cpu": 5}},
+		{name: "an empty snapshot is accepted", snap: types.Amounts{}},
+		{name: "a key the ledger holds now is accepted, though the resource no longer produces it", snap: types.Amounts{"gone": 5}, ledger: types.Amounts{"gone": 1}},
+		{name: "any other key is refused as the resource says, under the ledger's name", snap: types.Amounts{"cpu": 1, "junk": 1},
+			invalid: "isolation_ledger: junk is not a usage component (cpu)"},
+		{name: "of several bad keys the first in order is named", snap: types.Amounts{"zz": 1, "aa": 1},
+			invalid: "isolation_ledger: aa is not a usage component (cpu)"},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			err := checkLedgerKeys(c.snap, c.ledger, check)
+			if c.invalid == "" {
+				require.NoError(t, err)
+				return
+			}
+			require.Equal(t, types.InvalidArgument, types.ClassOf(err))
+			require.EqualError(t, err, c.invalid)
 		})
 	}
 }

@@ -51,6 +51,10 @@ type Usage[N any] interface {
 	Settle(n N) (N, error)
 	// LedgerView renders released amounts in the resource's usage shape.
 	LedgerView(a types.Amounts) any
+	// CheckLedgerKey refuses a key Held cannot produce for the record: not
+	// a component of the resource's usage, or one of a device the node does
+	// not have. The error says which, and what is accepted.
+	CheckLedgerKey(n N, key string) error
 	// IsolationFigures are this resource's counts in `nodes isolate`'s
 	// answer, every one of them, in a fixed order (zero for no amounts).
 	IsolationFigures(a types.Amounts) []types.Figure

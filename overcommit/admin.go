@@ -119,8 +119,10 @@ func (a *Admin) SetNode(ctx context.Context, node string, cpu, memory *int64, cm
 		if err := cmd.CheckVersion("node "+node+" compute record", n.Version); err != nil {
 			return NodeOvercommit{}, err
 		}
+		if n.Version, err = nextVersion(node, n.Version); err != nil {
+			return NodeOvercommit{}, err
+		}
 		n.Override = Override{CPU: cpu, Memory: memory}
-		n.Version++
 		out, err := json.Marshal(n)
 		if err != nil {
 			return NodeOvercommit{}, err

@@ -100,13 +100,14 @@ func (n *Node) Realloc(old *Workload, delta *WorkloadRequest, d Defaults) (*Work
 	}
 	for _, f := range []struct {
 		what string
+		cpu  bool
 		v    int64
-	}{{"cpu request", next.CPURequestMillis}, {"cpu limit", next.CPULimitMillis}, {"memory request", next.MemoryRequest}, {"memory limit", next.MemoryLimit}} {
+	}{{"cpu request", true, next.CPURequestMillis}, {"cpu limit", true, next.CPULimitMillis}, {"memory request", false, next.MemoryRequest}, {"memory limit", false, next.MemoryLimit}} {
 		if f.v < 0 {
 			return nil, nil, false, types.Invalid("%s would go below zero (%d)", f.what, f.v)
 		}
 		if f.v > MaxHost {
-			return nil, nil, false, types.Invalid("%s would be too large (%d)", f.what, f.v)
+			return nil, nil, false, types.Invalid("%s would be %d, too large (at most %s)", f.what, f.v, hostLimit(f.cpu))
 		}
 	}
 	next.reconcile()

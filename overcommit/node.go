@@ -81,16 +81,17 @@ func DecodeNode(data []byte) (*Node, error) {
 func (n *Node) Validate() error {
 	for _, c := range []struct {
 		what string
+		cpu  bool
 		v    int64
 	}{
-		{"capacity cpu_millis", n.Capacity.CPUMillis}, {"capacity memory_bytes", n.Capacity.MemoryBytes},
-		{"usage cpu_millis", n.Usage.CPUMillis}, {"usage memory_bytes", n.Usage.MemoryBytes},
+		{"capacity cpu_millis", true, n.Capacity.CPUMillis}, {"capacity memory_bytes", false, n.Capacity.MemoryBytes},
+		{"usage cpu_millis", true, n.Usage.CPUMillis}, {"usage memory_bytes", false, n.Usage.MemoryBytes},
 	} {
 		if c.v < 0 {
 			return types.Invalid("%s would be %d, below zero", c.what, c.v)
 		}
 		if c.v > MaxHost {
-			return types.Invalid("%s %d is too large", c.what, c.v)
+			return types.Invalid("%s %d is too large (at most %s)", c.what, c.v, hostLimit(c.cpu))
 		}
 	}
 	if o := n.Override.CPU; o != nil {
@@ -128,7 +129,7 @@ func parseNodeRequest(m map[string]json.RawMessage, signed bool) (*nodeRequest, 
 		q.CPU, q.HasCPU = v, true
 	}
 	if raw, ok := m["memory"]; ok && !types.IsNull(raw) {
-		v, err := types.ParseSizeJSON(raw, signed)
+		v, err := types.ParseSizeJSONAtMost(raw, signed, MaxHost)
 		if err != nil {
 			return nil, types.Invalid("memory: %v", err)
 		}
@@ -274,6 +275,9 @@ func Restore(capacity, usage json.RawMessage) (*Node, error) {
 	if err := json.Unmarshal(capacity, &view); err != nil {
 		return nil, types.Invalid("capacity: the figures in effect are not readable: %v", err)
 	}
+	if err := checkVersion(view.OvercommitVersion); err != nil {
+		return nil, types.Wrap(types.InvalidArgument, err, "capacity")
+	}
 	n := &Node{Capacity: c, Version: view.OvercommitVersion}
 	for _, r := range []struct {
 		what   string
@@ -330,4 +334,22 @@ func (n *Node) Recompute(ws []*Workload, released types.Amounts) (*Node, []strin
 	out := *n
 	out.Usage = sum
 	return &out, diffs, nil
+}
+
+// checkVersion refuses an overrides version no record may keep: below 0, or
+// past 2^53, which core's float64 decoding would change.
+func checkVersion(v int64) error {
+	if v < 0 || v > types.MaxExact {
+		return types.Invalid("overcommit_version %d is out of range: want 0 to 2^53 (%d)", v, int64(types.MaxExact))
+	}
+	return nil
+}
+
+// nextVersion is the overrides version after a change of node's overrides:
+// one more, refused at 2^53.
+func nextVersion(node string, v int64) (int64, error) {
+	if v >= types.MaxExact {
+		return 0, types.Errorf(types.FailedPrecondition, "node %s compute record: overcommit version %d is at its limit, 2^53: it cannot advance", node, v)
+	}
+	return v + 1, nil
 }

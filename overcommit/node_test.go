@@ -57,7 +57,11 @@ func TestAddNode(t *testing.T) {
 		{name: "a request that is not an object is refused", request: `[16]`, err: "resource: want a JSON object"},
 		{name: "a bad engine compute resource is refused", request: `{}`,
 			info: `{"NCPU": 4, "MemTotal": 1024, "Resources": {"compute": {"cpu": "abc"}}}`, err: "info.Resources.compute"},
-		{name: "a host past the largest figure is refused", request: `{"cpu": 1, "memory": "4P"}`, err: "capacity memory_bytes 4503599627370496 is too large"},
+		{name: "a host past the largest figure is refused naming the limit", request: `{"cpu": 1, "memory": "4P"}`, err: `memory: size "4P" is too large (at most 512 TiB)`},
+		{name: "a host of 8 PiB is refused naming the same limit", request: `{"cpu": 1, "memory": "8P"}`, err: `memory: size "8P" is too large (at most 512 TiB)`},
+		{name: "a host past 8 PiB is refused naming the same limit", request: `{"cpu": 1, "memory": "9P"}`, err: `memory: size "9P" is too large (at most 512 TiB)`},
+		{name: "a host cpu past the largest figure is refused naming the limit", request: `{"cpu": "9007199254740", "memory": "1G"}`,
+			err: `cpu "9007199254740" is too large (at most 562949953421.312 CPUs)`},
 	} {
 		t.Run(c.name, func(t *testing.T) {
 			var info *types.EngineInfo
@@ -254,6 +258,11 @@ func TestRestore(t *testing.T) {
 		_, err := Restore(json.RawMessage(`{"cpu_millis": 1, "memory_bytes": 2, "cpu_ratio": 5, "cpu_ratio_source": "MINE"}`), nil)
 		require.ErrorContains(t, err, `cpu_ratio_source "MINE" is neither DEFAULT nor NODE`)
 	})
+	t.Run("an overrides version of 2^53 is the largest restored", func(t *testing.T) {
+		n, err := Restore(json.RawMessage(`{"cpu_millis": 1, "memory_bytes": 2, "overcommit_version": 9007199254740992}`), nil)
+		require.NoError(t, err)
+		require.Equal(t, int64(types.MaxExact), n.Version)
+	})
 	t.Run("a missing usage is no usage", func(t *testing.T) {
 		n, err := Restore(json.RawMessage(`{"cpu_millis": 1, "memory_bytes": 2}`), nil)
 		require.NoError(t, err)
@@ -269,6 +278,10 @@ func TestRestore(t *testing.T) {
 		{"a usage missing a stored key is refused", `{"cpu_millis": 1, "memory_bytes": 2}`, `{"cpu_millis": 5}`, `usage: not a stored compute resource: "memory_bytes" is missing`},
 		{"a fractional stored figure is refused", `{"cpu_millis": 1.5, "memory_bytes": 2}`, "", "capacity: not a stored compute resource"},
 		{"a negative usage is refused", `{"cpu_millis": 1, "memory_bytes": 2}`, `{"cpu_millis": -1, "memory_bytes": 0}`, "usage cpu_millis would be -1, below zero"},
+		{"an overrides version past 2^53 is refused naming the limit", `{"cpu_millis": 1, "memory_bytes": 2, "overcommit_version": 9007199254740993}`, "",
+			"capacity: overcommit_version 9007199254740993 is out of range: want 0 to 2^53 (9007199254740992)"},
+		{"a negative overrides version is refused naming the limit", `{"cpu_millis": 1, "memory_bytes": 2, "overcommit_version": -1}`, "",
+			"capacity: overcommit_version -1 is out of range: want 0 to 2^53 (9007199254740992)"},
 	} {
 		t.Run(c.name, func(t *testing.T) {
 			_, err := Restore(raw(c.capacity), raw(c.usage))
@@ -286,7 +299,10 @@ func TestValidate(t *testing.T) {
 	}{
 		{"a cpu override of zero is refused", func(n *Node) { n.Override.CPU = ptr(0) }, "cpu ratio 0 is out of range"},
 		{"a memory override past 16000 is refused", func(n *Node) { n.Override.Memory = ptr(16001) }, "memory ratio 16001 is out of range"},
-		{"a host past the largest figure is refused", func(n *Node) { n.Capacity.CPUMillis = MaxHost + 1 }, "capacity cpu_millis 562949953421313 is too large"},
+		{"a host past the largest figure is refused naming the limit", func(n *Node) { n.Capacity.CPUMillis = MaxHost + 1 },
+			"capacity cpu_millis 562949953421313 is too large (at most 562949953421312 millicores)"},
+		{"a host memory past the largest figure is refused naming the limit", func(n *Node) { n.Capacity.MemoryBytes = 659706976665600 },
+			"capacity memory_bytes 659706976665600 is too large (at most 562949953421312 bytes, 512 TiB)"},
 		{"a negative memory usage is refused", func(n *Node) { n.Usage.MemoryBytes = -1 }, "usage memory_bytes would be -1, below zero"},
 	} {
 		t.Run(c.name, func(t *testing.T) {
@@ -370,4 +386,44 @@ func nextUsage(n *Node, resource, request, workloads json.RawMessage, delta, inc
 		return nil, err
 	}
 	return edit.Apply(n)
+}
+
+func TestUsageChangeOutOfRangeNamesTheFieldAndTheLimit(t *testing.T) {
+	for _, c := range []struct {
+		name, resource, want string
+	}{
+		{"memory past the largest host figure", `{"cpu_millis": 2, "memory_bytes": 1125899906842624}`,
+			"usage change memory_bytes 1125899906842624 is too large (at most 562949953421312 bytes, 512 TiB, either way)"},
+		{"cpu past the largest host figure", `{"cpu_millis": 562949953421313, "memory_bytes": 0}`,
+			"usage change cpu_millis 562949953421313 is too large (at most 562949953421312 millicores, either way)"},
+		{"a negative cpu past the largest host figure", `{"cpu_millis": -562949953421313, "memory_bytes": 0}`,
+			"usage change cpu_millis -562949953421313 is too large (at most 562949953421312 millicores, either way)"},
+	} {
+		t.Run("a change of "+c.name+" is refused naming the field and the limit", func(t *testing.T) {
+			_, err := nextUsage(sample(), json.RawMessage(c.resource), nil, nil, true, true)
+			require.EqualError(t, err, c.want)
+			require.Equal(t, types.InvalidArgument, types.ClassOf(err))
+		})
+	}
+	t.Run("a change of the largest host figure is taken", func(t *testing.T) {
+		_, err := DecodeUsageChange(types.Change{Form: types.StoredForm, Members: map[string]json.RawMessage{"cpu_millis": json.RawMessage("562949953421312"), "memory_bytes": json.RawMessage("562949953421312")},
+			Raw: json.RawMessage(`{"cpu_millis": 562949953421312, "memory_bytes": 562949953421312}`)}, true, true)
+		require.NoError(t, err)
+	})
+}
+
+func TestNextVersion(t *testing.T) {
+	t.Run("a change of the overrides advances the version by one", func(t *testing.T) {
+		v, err := nextVersion("n1", 3)
+		require.NoError(t, err)
+		require.Equal(t, int64(4), v)
+	})
+	t.Run("the version advances to 2^53 and no further", func(t *testing.T) {
+		v, err := nextVersion("n1", types.MaxExact-1)
+		require.NoError(t, err)
+		require.Equal(t, int64(types.MaxExact), v)
+		_, err = nextVersion("n1", types.MaxExact)
+		require.EqualError(t, err, "node n1 compute record: overcommit version 9007199254740992 is at its limit, 2^53: it cannot advance")
+		require.Equal(t, types.FailedPrecondition, types.ClassOf(err))
+	})
 }

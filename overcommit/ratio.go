@@ -118,6 +118,18 @@ func schedulable(host, ratio int64) int64 {
 // schedulable figure still fits core's float64 decoding exactly.
 const MaxHost = types.MaxExact / 16
 
+// hostLimit says MaxHost in a figure's unit, for a message naming the limit:
+// millicores for CPU, bytes (and binary units) for memory.
+func hostLimit(cpu bool) string {
+	if cpu {
+		return fmt.Sprintf("%d millicores", MaxHost)
+	}
+	return fmt.Sprintf("%d bytes, %s", MaxHost, types.SizeLimit(MaxHost))
+}
+
+// maxHostCPUs is MaxHost as a request writes it, in CPUs.
+var maxHostCPUs = fmt.Sprintf("%d.%03d CPUs", MaxHost/1000, MaxHost%1000)
+
 // ParseMillis reads a CPU count (integer or decimal, e.g. "1.5") as
 // millicores, exactly: at most three decimals, and a non-zero value below
 // one millicore is an error. signed allows a leading minus (realloc deltas).
@@ -145,13 +157,13 @@ func ParseMillis(s string, signed bool) (int64, error) {
 	}
 	frac += strings.Repeat("0", 3-len(frac))
 	if len(whole) > 13 {
-		return 0, fmt.Errorf("cpu %q is too large", types.Clip([]byte(s)))
+		return 0, fmt.Errorf("cpu %q is too large (at most %s)", types.Clip([]byte(s)), maxHostCPUs)
 	}
 	w, _ := strconv.ParseInt("0"+whole, 10, 64)
 	f, _ := strconv.ParseInt(frac, 10, 64)
 	n := w*1000 + f
 	if n > MaxHost {
-		return 0, fmt.Errorf("cpu %q is too large", types.Clip([]byte(s)))
+		return 0, fmt.Errorf("cpu %q is too large (at most %s)", types.Clip([]byte(s)), maxHostCPUs)
 	}
 	if neg {
 		n = -n

@@ -43,8 +43,9 @@ func TestParseMillis(t *testing.T) {
 		{name: "a lone dot is refused", in: ".", err: `cpu "." is not a decimal number`},
 		{name: "two dots are refused", in: "1.2.3", err: `cpu "1.2.3" is not a decimal number`},
 		{name: "a double minus is refused even when signed", in: "--1", signed: true, err: `cpu "--1" is not a decimal number`},
-		{name: "a figure just past the largest host is refused", in: "562949953421.313", err: `cpu "562949953421.313" is too large`},
-		{name: "a whole part of fourteen digits is refused", in: "99999999999999", err: `cpu "99999999999999" is too large`},
+		{name: "a figure just past the largest host is refused", in: "562949953421.313", err: `cpu "562949953421.313" is too large (at most 562949953421.312 CPUs)`},
+		{name: "a whole part of fourteen digits is refused", in: "99999999999999", err: `cpu "99999999999999" is too large (at most 562949953421.312 CPUs)`},
+		{name: "a figure past the largest host names the limit", in: "9007199254740", err: `cpu "9007199254740" is too large (at most 562949953421.312 CPUs)`},
 	} {
 		t.Run(c.name, func(t *testing.T) {
 			got, err := ParseMillis(c.in, c.signed)

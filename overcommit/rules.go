@@ -51,6 +51,15 @@ func (Rules) LedgerView(a types.Amounts) any {
 	return Amount{CPUMillis: a["cpu_millis"], MemoryBytes: a["memory_bytes"]}
 }
 
+// CheckLedgerKey accepts the components Held produces: cpu_millis and
+// memory_bytes.
+func (Rules) CheckLedgerKey(n *Node, key string) error {
+	if _, ok := n.Held()[key]; ok {
+		return nil
+	}
+	return types.Invalid("%s is not a compute usage component (cpu_millis, memory_bytes)", key)
+}
+
 // IsolationFigures are the CPU and memory released.
 func (Rules) IsolationFigures(a types.Amounts) []types.Figure {
 	return []types.Figure{{Name: "released_cpu_millis", Value: a["cpu_millis"]}, {Name: "released_memory_bytes", Value: a["memory_bytes"]}}

@@ -48,12 +48,9 @@ func ParseWorkloadRequest(raw json.RawMessage, signed bool) (*WorkloadRequest, e
 	}
 	mem := func(key string, dst *int64, has *bool) error {
 		if v, ok := m[key]; ok && !types.IsNull(v) {
-			n, err := types.ParseSizeJSON(v, signed)
+			n, err := types.ParseSizeJSONAtMost(v, signed, MaxHost)
 			if err != nil {
 				return types.Invalid("%s: %v", key, err)
-			}
-			if n > MaxHost || n < -MaxHost {
-				return types.Invalid("%s: %d bytes is too large", key, n)
 			}
 			*dst, *has = n, true
 		}

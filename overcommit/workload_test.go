@@ -42,7 +42,8 @@ func TestParseWorkloadRequest(t *testing.T) {
 		{name: "a cpu that is not a number is refused", in: `{"cpu": "abc"}`, err: `cpu: cpu "abc" is not a decimal number`},
 		{name: "a cpu below one millicore is refused", in: `{"cpu-limit": 0.0001}`, err: `cpu-limit: cpu "0.0001" is finer than one millicore`},
 		{name: "a negative memory is refused unless signed", in: `{"memory-limit": "-1G"}`, err: `memory-limit: size "-1G" is negative`},
-		{name: "memory past the largest host figure is refused", in: `{"memory": "3P"}`, err: "memory: 3377699720527872 bytes is too large"},
+		{name: "memory past the largest host figure is refused", in: `{"memory": "3P"}`, err: `memory: size "3P" is too large (at most 512 TiB)`},
+		{name: "memory past 8 PiB names the same limit", in: `{"memory-limit": "9P"}`, err: `memory-limit: size "9P" is too large (at most 512 TiB)`},
 		{name: "an unknown key is refused", in: `{"cpus": 1}`, err: `workload request: unknown key "cpus"`},
 		{name: "a request that is not an object is refused", in: `[1]`, err: "workload request: want a JSON object"},
 	} {

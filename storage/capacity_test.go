@@ -658,3 +658,43 @@ func TestValidateNamesTheSameFaultEveryTime(t *testing.T) {
 		})
 	}
 }
+
+func TestCheckLedgerKey(t *testing.T) {
+	n := NewNode()
+	n.Capacity.Volumes = map[string]int64{"/data0": 100, "/data1": 100}
+	n.Capacity.Disks = []Disk{{Device: "/dev/vda", Mounts: []string{"/"}}, {Device: "pci-0000:00:1f.2", Mounts: []string{"/data1"}}}
+	n.Capacity.Storage = 300
+	n.Usage.Volumes = map[string]int64{"/data0": 10, "/data1": 0}
+	n.Usage.ZeroByte = map[string]int64{"/data1": 2}
+	n.Usage.Disks = []Disk{{Device: "/dev/vda", ReadIOPS: 5}, {Device: "pci-0000:00:1f.2", WriteBPS: 7}}
+
+	t.Run("every key Held produces for the node is accepted", func(t *testing.T) {
+		held := n.Held()
+		require.Contains(t, held, "disk:pci-0000:00:1f.2:write_bps")
+		for _, k := range held.Keys() {
+			require.NoError(t, n.CheckLedgerKey(k), k)
+		}
+	})
+	t.Run("bindings on a volume that holds none now are accepted", func(t *testing.T) {
+		require.NoError(t, n.CheckLedgerKey("bindings:/data0"))
+	})
+	notAComponent := " is not a storage usage component (storage, volume:DEVICE, bindings:DEVICE, disk:DEVICE:QUOTA)"
+	for _, c := range []struct {
+		key, want string
+	}{
+		{"volume:/nonexist", "volume:/nonexist: the node has no volume /nonexist"},
+		{"bindings:/nonexist", "bindings:/nonexist: the node has no volume /nonexist"},
+		{"disk:/dev/vdb:read_IOPS", "disk:/dev/vdb:read_IOPS: the node has no disk /dev/vdb"},
+		{"disk:/dev/vda:iops", "disk:/dev/vda:iops" + notAComponent},
+		{"disk:read_IOPS", "disk:read_IOPS" + notAComponent},
+		{"volume:", "volume:" + notAComponent},
+		{"storage:/data0", "storage:/data0" + notAComponent},
+		{"bogus", "bogus" + notAComponent},
+	} {
+		t.Run("the key "+c.key+" is refused, saying why", func(t *testing.T) {
+			err := n.CheckLedgerKey(c.key)
+			require.Equal(t, types.InvalidArgument, types.ClassOf(err))
+			require.EqualError(t, err, c.want)
+		})
+	}
+}

@@ -51,6 +51,9 @@ func (Rules) Settle(n *Node) (*Node, error) { return n.Settle() }
 // LedgerView renders released usage.
 func (Rules) LedgerView(a types.Amounts) any { return LedgerView(a) }
 
+// CheckLedgerKey accepts the components Held can produce for the node.
+func (Rules) CheckLedgerKey(n *Node, key string) error { return n.CheckLedgerKey(key) }
+
 // IsolationFigures counts the volume devices that held bytes and the
 // storage bytes released.
 func (Rules) IsolationFigures(a types.Amounts) []types.Figure {

@@ -17,6 +17,12 @@ import (
 // never takes one. Sizes beyond 2^53 are refused: core reads every answer
 // through float64 and would change them.
 func ParseSize(s string, signed bool) (int64, error) {
+	return ParseSizeAtMost(s, signed, MaxExact)
+}
+
+// ParseSizeAtMost is ParseSize with a tighter limit: a size (its magnitude,
+// when signed) above most is refused, naming most.
+func ParseSizeAtMost(s string, signed bool, most int64) (int64, error) {
 	text := strings.TrimSpace(s)
 	neg := false
 	switch {
@@ -34,8 +40,8 @@ func ParseSize(s string, signed bool) (int64, error) {
 	if plain, err := strconv.ParseUint(text, 10, 64); err == nil || errors.Is(err, strconv.ErrRange) {
 		// A plain count of bytes is read exactly: go-units goes through
 		// float64, which would round 2^53+1 down into range.
-		if err != nil || plain > MaxExact {
-			return 0, fmt.Errorf("size %q is too large (at most 8 PiB)", Clip([]byte(s)))
+		if err != nil || plain > uint64(most) {
+			return 0, fmt.Errorf("size %q is too large (at most %s)", Clip([]byte(s)), SizeLimit(most))
 		}
 		if neg {
 			return -int64(plain), nil
@@ -49,8 +55,8 @@ func ParseSize(s string, signed bool) (int64, error) {
 	if err != nil {
 		return 0, fmt.Errorf("size %q is not a number of bytes or a human size like 10G", Clip([]byte(s)))
 	}
-	if n < 0 || n > MaxExact {
-		return 0, fmt.Errorf("size %q is too large (at most 8 PiB)", Clip([]byte(s)))
+	if n < 0 || n > most {
+		return 0, fmt.Errorf("size %q is too large (at most %s)", Clip([]byte(s)), SizeLimit(most))
 	}
 	if neg {
 		n = -n
@@ -60,15 +66,32 @@ func ParseSize(s string, signed bool) (int64, error) {
 
 // ParseSizeJSON reads a size given in JSON as a number or a string.
 func ParseSizeJSON(raw json.RawMessage, signed bool) (int64, error) {
+	return ParseSizeJSONAtMost(raw, signed, MaxExact)
+}
+
+// ParseSizeJSONAtMost is ParseSizeJSON with a tighter limit (ParseSizeAtMost).
+func ParseSizeJSONAtMost(raw json.RawMessage, signed bool, most int64) (int64, error) {
 	var s string
 	if err := json.Unmarshal(raw, &s); err == nil {
-		return ParseSize(s, signed)
+		return ParseSizeAtMost(s, signed, most)
 	}
 	var n json.Number
 	if err := json.Unmarshal(raw, &n); err != nil {
 		return 0, fmt.Errorf("size %s is neither a number nor a string", Clip(raw))
 	}
-	return ParseSize(n.String(), signed)
+	return ParseSizeAtMost(n.String(), signed, most)
+}
+
+// SizeLimit writes a size limit exactly, in the largest binary unit that
+// divides it ("8 PiB", "512 TiB", "1536 B"), for a message naming it.
+func SizeLimit(n int64) string {
+	units := []string{"B", "KiB", "MiB", "GiB", "TiB", "PiB", "EiB"}
+	i := 0
+	for n != 0 && n%1024 == 0 && i < len(units)-1 {
+		n /= 1024
+		i++
+	}
+	return strconv.FormatInt(n, 10) + " " + units[i]
 }
 
 // Clip shortens raw input for an error message to at most 40 bytes (and

@@ -165,3 +165,72 @@ func TestComputeMostIdleAndMetricsSkipNodesThatCannotTakeWork(t *testing.T) {
 		})
 	})
 }
+
+func TestComputeRollbackRefusesALedgerItNeverAnswered(t *testing.T) {
+	testenv.Backends(t, func(t *testing.T, env *testenv.Env) {
+		addNode(t, env, "n1", 10, "10G")
+		for _, c := range []struct {
+			name   string
+			ledger obj
+			want   string
+		}{
+			{"a key that is not one of compute's usage components", obj{"cpu_millis": 1, "junk": 1},
+				"isolation_ledger: junk is not a compute usage component (cpu_millis, memory_bytes)"},
+			{"an amount at the largest int64", obj{"cpu_millis": int64(9223372036854775807)},
+				"isolation_ledger: cpu_millis is 9223372036854775807, above 2^53 (9007199254740992)"},
+			{"an amount one past 2^53", obj{"memory_bytes": int64(1<<53 + 1)},
+				"isolation_ledger: memory_bytes is 9007199254740993, above 2^53 (9007199254740992)"},
+			{"an amount beyond int64", obj{"memory_bytes": json.Number("99999999999999999999")},
+				"isolation_ledger: want an object of integers from 0 to 2^53 (9007199254740992), as set-node-resource-usage answered it"},
+		} {
+			t.Run(c.name+" is refused naming the key and the limit, and nothing is written", func(t *testing.T) {
+				unchanged(t, env, func() {
+					line := env.Fail(t, bin, "set-node-resource-usage", obj{"nodename": "n1",
+						"resource": obj{"cpu_millis": 0, "memory_bytes": 0, "isolation_ledger": c.ledger}, "delta": false})
+					require.Equal(t, "compute: set-node-resource-usage: node n1: invalid_argument: "+c.want, line)
+				})
+			})
+		}
+		t.Run("a ledger of both components at 2^53 is what a rollback may carry, and it is restored", func(t *testing.T) {
+			usageWrite(t, env, obj{"nodename": "n1", "resource": obj{"cpu_millis": 0, "memory_bytes": 0,
+				"isolation_ledger": obj{"cpu_millis": int64(1 << 53), "memory_bytes": int64(1 << 53)}}, "delta": false})
+			require.Equal(t, map[string]amount{"compute": {1 << 53, 1 << 53}}, released(t, env, "n1"))
+		})
+	})
+}
+
+func TestComputeUndoRefusesAnOvercommitVersionOutOfRange(t *testing.T) {
+	testenv.Backends(t, func(t *testing.T, env *testenv.Env) {
+		addNode(t, env, "c1", 16, "64G")
+		undo := func(node string, version any) obj {
+			return obj{"nodename": node, "capacity": obj{"cpu_millis": 1, "memory_bytes": 1, "overcommit_version": version},
+				"usage": obj{"cpu_millis": 0, "memory_bytes": 0}}
+		}
+		for _, c := range []struct {
+			name    string
+			version any
+			want    string
+		}{
+			{"the largest int64", int64(9223372036854775807), "capacity: overcommit_version 9223372036854775807 is out of range: want 0 to 2^53 (9007199254740992)"},
+			{"one past 2^53", int64(1<<53 + 1), "capacity: overcommit_version 9007199254740993 is out of range: want 0 to 2^53 (9007199254740992)"},
+			{"a negative number", -1, "capacity: overcommit_version -1 is out of range: want 0 to 2^53 (9007199254740992)"},
+		} {
+			t.Run("a version of "+c.name+" is refused naming the limit, on a new node and a known one, and nothing is written", func(t *testing.T) {
+				unchanged(t, env, func() {
+					for _, node := range []string{"c5", "c1"} {
+						line := env.Fail(t, bin, "set-node-resource-info", undo(node, c.version))
+						require.Equal(t, "compute: set-node-resource-info: node "+node+": invalid_argument: "+c.want, line)
+					}
+				})
+			})
+		}
+		t.Run("a version of 2^53 is restored, and set-node refuses to advance it past 2^53", func(t *testing.T) {
+			env.Call(t, bin, "set-node-resource-info", undo("c5", int64(1<<53)), nil)
+			require.Equal(t, int64(1<<53), getNode(t, env, "c5").Version)
+			unchanged(t, env, func() {
+				line := opFail(t, env, 4, "overcommit", "set-node", "c5", "--cpu", "2000")
+				require.Equal(t, "compute: overcommit set-node: failed_precondition: node c5 compute record: overcommit version 9007199254740992 is at its limit, 2^53: it cannot advance", line)
+			})
+		})
+	})
+}

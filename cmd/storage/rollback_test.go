@@ -183,3 +183,60 @@ func field(t *testing.T, raw json.RawMessage, key string) json.RawMessage {
 	require.True(t, ok, "%s has no %s", raw, key)
 	return v
 }
+
+func TestRollbackRefusesALedgerItNeverAnswered(t *testing.T) {
+	t.Parallel()
+	testenv.Backends(t, func(t *testing.T, env *testenv.Env) {
+		addNode(t, env, "n1", standardNode)
+		for _, c := range []struct {
+			name   string
+			ledger obj
+			want   string
+		}{
+			{"a key that is not one of storage's usage components", obj{"storage": 5, "bogus": 5},
+				"isolation_ledger: bogus is not a storage usage component (storage, volume:DEVICE, bindings:DEVICE, disk:DEVICE:QUOTA)"},
+			{"a disk key with an unknown quota", obj{"disk:/dev/vda:iops": 5},
+				"isolation_ledger: disk:/dev/vda:iops is not a storage usage component (storage, volume:DEVICE, bindings:DEVICE, disk:DEVICE:QUOTA)"},
+			{"a volume the node does not have", obj{"volume:/nonexist": 5},
+				"isolation_ledger: volume:/nonexist: the node has no volume /nonexist"},
+			{"bindings on a volume the node does not have", obj{"bindings:/nonexist": 1},
+				"isolation_ledger: bindings:/nonexist: the node has no volume /nonexist"},
+			{"a disk the node does not have", obj{"disk:/dev/vdb:read_IOPS": 5},
+				"isolation_ledger: disk:/dev/vdb:read_IOPS: the node has no disk /dev/vdb"},
+			{"an amount at the largest int64", obj{"storage": int64(9223372036854775807), "volume:/nonexist": 5, "bogus": 5},
+				"isolation_ledger: storage is 9223372036854775807, above 2^53 (9007199254740992)"},
+		} {
+			t.Run(c.name+" is refused naming the key and the limit, and nothing is written", func(t *testing.T) {
+				before := env.Dump(t)
+				line := env.Fail(t, "storage", "set-node-resource-usage", obj{"nodename": "n1",
+					"resource": obj{"volumes": obj{}, "disks": []obj{}, "storage": 0, "isolation_ledger": c.ledger}, "delta": false})
+				require.Equal(t, "storage: set-node-resource-usage: node n1: invalid_argument: "+c.want, line)
+				require.Equal(t, before, env.Dump(t))
+			})
+		}
+	})
+}
+
+func TestRollbackKeepsTheLedgerOfADeviceTheNodeNoLongerHas(t *testing.T) {
+	t.Parallel()
+	testenv.Backends(t, func(t *testing.T, env *testenv.Env) {
+		addNode(t, env, "n1", obj{"volumes": []string{"/data0:100G", "/data1:100G"}, "storage": "100G"})
+		on0 := deploy(t, env, "n1", 1, obj{"volumes": []string{"AUTO:/d:rw:60G"}})
+		commit(t, env, "n1", on0.WorkloadsResource, true)
+		on1 := deploy(t, env, "n1", 1, obj{"volumes": []string{"AUTO:/d:rw:70G"}})
+		commit(t, env, "n1", on1.WorkloadsResource, true)
+		isolateAndComeBack(t, env, "n1")
+		env.Call(t, "storage", "set-node-resource-capacity", obj{"nodename": "n1", "resource_request": obj{"volumes": []string{"/data1:0"}}, "delta": false}, nil)
+		require.NotContains(t, info(t, env, "n1").Capacity.Volumes, "/data1")
+
+		t.Run("a decrease the ledger absorbs answers the removed device's ledger in its before", func(t *testing.T) {
+			ba := removeWorkloads(t, env, "n1", on0.WorkloadsResource...)
+			require.Contains(t, string(field(t, ba.Before, "isolation_ledger")), `"volume:/data1"`)
+			t.Run("and core's rollback of it is accepted and restores that ledger", func(t *testing.T) {
+				rollbackUsage(t, env, "n1", ba.Before)
+				got := nodeGet(t, env, "n1").Released["storage"]
+				require.JSONEq(t, `{"volumes": {"/data0": 64424509440, "/data1": 75161927680}, "storage": 139586437120}`, string(got))
+			})
+		})
+	})
+}
