@@ -58,6 +58,20 @@ func (r *runner) drainCommand() *cli.Command {
 // the wait, not the drain.
 func (r *runner) waitDrained(op *operation, node string, answer nodes.Answer[*nodes.View], deadline time.Time, timeout time.Duration) (nodes.Answer[*nodes.View], error) {
 	v, last := answer.Value, ""
+	read := func() error {
+		return op.withStore(func(ctx context.Context, s store.Store) error {
+			var err error
+			v, err = r.registry(s, op.cfg).Get(ctx, node)
+			return err
+		})
+	}
+	// A replay's node is the one kept with its first answer, which says
+	// nothing of the usage held now: read it.
+	if answer.ReplayOf != nil {
+		if err := read(); err != nil {
+			return answer, fmt.Errorf("the drain is written and stays; reading node %s before --wait waits failed: %w", node, err)
+		}
+	}
 	for {
 		switch {
 		case !v.Drain:
@@ -81,12 +95,7 @@ func (r *runner) waitDrained(op *operation, node string, answer nodes.Answer[*no
 			return answer, types.Errorf(types.DeadlineExceeded, "node %s still holds usage after %s (usage left: %s); the drain is written and stays", node, timeout, last)
 		}
 		time.Sleep(min(drainPoll, time.Until(deadline)+time.Millisecond))
-		err := op.withStore(func(ctx context.Context, s store.Store) error {
-			var err error
-			v, err = r.registry(s, op.cfg).Get(ctx, node)
-			return err
-		})
-		if err != nil {
+		if err := read(); err != nil {
 			return answer, fmt.Errorf("the drain is written and stays; reading node %s while --wait waited failed: %w", node, err)
 		}
 	}

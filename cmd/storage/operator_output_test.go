@@ -308,6 +308,14 @@ func TestDrainWait(t *testing.T) {
 			require.Equal(t, 4, a.wait(t), a.stderr())
 			require.Contains(t, a.stderr(), "storage: nodes drain: failed_precondition: node n5: the drain was written, then cancelled while --wait waited (the node is READY)")
 		})
+		t.Run("a replayed drain waits on the usage held now, not on the kept answer", func(t *testing.T) {
+			usedNode(t, env, "n6")
+			for range 2 {
+				res := env.Op(t, "storage", "nodes", "drain", "n6", "--command-id", "d6", "--wait", "--timeout", "1s")
+				require.Equal(t, 12, res.Code, res.Stderr)
+				require.Contains(t, res.Stderr, "node n6 still holds usage after 1s")
+			}
+		})
 		t.Run("--timeout without --wait is invalid_argument", func(t *testing.T) {
 			opFails(t, env, 2, "nodes", "drain", "n2", "--timeout", "1s")
 		})
