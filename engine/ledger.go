@@ -38,18 +38,11 @@ func takeLedger(c *types.Change) (types.Amounts, error) {
 	return ledger, nil
 }
 
-// checkLedgerKeys refuses a ledger snapshot holding a key the node's ledger
-// cannot have held. The ledger is filled from the record's usage when the
-// node is isolated, so a key must be one the resource's usage produces for
-// the node (check, naming the limit when it is not); a key the ledger holds
-// now also passes, because the device it counts may have left the node's
-// capacity since the isolation. Keys are checked in order, so the same
-// snapshot is always refused naming the same key.
-func checkLedgerKeys(snap, ledger types.Amounts, check func(key string) error) error {
+// checkLedgerKeys refuses a ledger snapshot holding a key the resource's
+// usage cannot produce (check, naming what is accepted). Keys are checked in
+// order, so the same snapshot is always refused naming the same key.
+func checkLedgerKeys(snap types.Amounts, check func(key string) error) error {
 	for _, k := range snap.Keys() {
-		if _, held := ledger[k]; held {
-			continue
-		}
 		if err := check(k); err != nil {
 			return types.Wrap(types.InvalidArgument, err, LedgerKey)
 		}

@@ -126,7 +126,7 @@ func (e *Engine[N, W]) SetUsage(ctx context.Context, req *types.Request) (any, e
 				return v.rec, nil, err
 			}
 			if restore != nil {
-				if err := checkLedgerKeys(restore, ledger, func(k string) error { return e.Res.CheckLedgerKey(v.rec, k) }); err != nil {
+				if err := checkLedgerKeys(restore, e.Res.CheckLedgerKey); err != nil {
 					return v.rec, nil, err
 				}
 				v.reg.RestoreLedger(e.Res.Name(), restore)

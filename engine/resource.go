@@ -51,10 +51,10 @@ type Usage[N any] interface {
 	Settle(n N) (N, error)
 	// LedgerView renders released amounts in the resource's usage shape.
 	LedgerView(a types.Amounts) any
-	// CheckLedgerKey refuses a key Held cannot produce for the record: not
-	// a component of the resource's usage, or one of a device the node does
-	// not have. The error says which, and what is accepted.
-	CheckLedgerKey(n N, key string) error
+	// CheckLedgerKey refuses a key Held cannot produce: not the shape of a
+	// component of the resource's usage. It does not look at the node: a
+	// ledger outlives the devices it counts. The error says what is accepted.
+	CheckLedgerKey(key string) error
 	// IsolationFigures are this resource's counts in `nodes isolate`'s
 	// answer, every one of them, in a fixed order (zero for no amounts).
 	IsolationFigures(a types.Amounts) []types.Figure

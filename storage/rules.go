@@ -51,8 +51,8 @@ func (Rules) Settle(n *Node) (*Node, error) { return n.Settle() }
 // LedgerView renders released usage.
 func (Rules) LedgerView(a types.Amounts) any { return LedgerView(a) }
 
-// CheckLedgerKey accepts the components Held can produce for the node.
-func (Rules) CheckLedgerKey(n *Node, key string) error { return n.CheckLedgerKey(key) }
+// CheckLedgerKey accepts the shapes of the components Held produces.
+func (Rules) CheckLedgerKey(key string) error { return CheckLedgerKey(key) }
 
 // IsolationFigures counts the volume devices that held bytes and the
 // storage bytes released.
