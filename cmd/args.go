@@ -17,7 +17,9 @@ import (
 // urfave/cli would read wrong without a word: a flag given twice (the last
 // would win), and a flag that takes a value given none (it would take the
 // next argument, a node name, as its value) or given another of the
-// command's flags as its value.
+// command's flags as its value. An error about the command's flags is the
+// command's usage error (usageOf); one about the binary's own flags, before
+// any command, is not.
 func reorder(app *cli.App, args []string) ([]string, error) {
 	out := make([]string, 0, len(args))
 	seen := map[string]bool{}
@@ -50,7 +52,7 @@ func reorder(app *cli.App, args []string) ([]string, error) {
 		}
 		if isFlag(args[i]) {
 			if i, err = takeFlags(leaf.Flags, args, i, &out, seen); err != nil {
-				return nil, err
+				return nil, usageOf(leaf, err)
 			}
 			continue
 		}
@@ -58,6 +60,15 @@ func reorder(app *cli.App, args []string) ([]string, error) {
 		i++
 	}
 	return append(out, positional...), nil
+}
+
+// usageOf is err as the command's own usage errors are: naming the command
+// and exiting as it does (a plugin verb 128, an operator command 2).
+func usageOf(c *cli.Command, err error) error {
+	if c.OnUsageError == nil {
+		return err
+	}
+	return c.OnUsageError(nil, err, false)
 }
 
 // takeFlags copies the flags starting at args[i] (each with its value when

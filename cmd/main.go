@@ -66,7 +66,7 @@ func MainWith(opts Options, name string, args []string, stdin io.Reader, stdout,
 	app := r.app()
 	args, err = reorder(app, args)
 	if err != nil {
-		return r.fail(usageError{err})
+		return r.fail(err)
 	}
 	err = app.Run(append([]string{name}, args...))
 	if err == nil && r.notFound != "" {

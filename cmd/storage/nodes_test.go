@@ -492,8 +492,11 @@ func TestOperatorCommandConventions(t *testing.T) {
 			}
 			for _, c := range cases {
 				line := opFails(t, env, 2, c.args...)
-				require.Contains(t, line, c.says, "%v", c.args)
+				require.Equal(t, "storage: nodes drain: "+c.says, line, "%v", c.args)
 			}
+			line := opFails(t, env, 128, "get-node-resource-info", "--help", "--help")
+			require.Equal(t, "storage: get-node-resource-info: invalid_argument: --help is given twice: give it once", line,
+				"a plugin verb's flag error names the verb and exits as the verb fails")
 			require.False(t, nodeGet(t, env, "k1").Drain, "k1 is not drained")
 			r := nodeOp(t, env, "drain", "k1", "--command-id=k1-once")
 			require.True(t, r.Drain, "a flag with its value inline still works")
