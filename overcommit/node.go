@@ -2,7 +2,9 @@ package overcommit
 
 import (
 	"encoding/json"
+	"errors"
 	"fmt"
+	"strings"
 
 	"github.com/eru-extend/resources/types"
 )
@@ -273,6 +275,10 @@ func Restore(capacity, usage json.RawMessage) (*Node, error) {
 	}
 	var view Capacity
 	if err := json.Unmarshal(capacity, &view); err != nil {
+		var te *json.UnmarshalTypeError
+		if errors.As(err, &te) && te.Field == "overcommit_version" && strings.HasPrefix(te.Value, "number") {
+			return nil, types.Invalid("capacity: overcommit_version %s is not an integer from 0 to 2^53 (%d)", strings.TrimPrefix(te.Value, "number "), int64(types.MaxExact))
+		}
 		return nil, types.Invalid("capacity: the figures in effect are not readable: %v", err)
 	}
 	if err := checkVersion(view.OvercommitVersion); err != nil {

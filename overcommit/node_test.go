@@ -282,6 +282,10 @@ func TestRestore(t *testing.T) {
 			"capacity: overcommit_version 9007199254740993 is out of range: want 0 to 2^53 (9007199254740992)"},
 		{"a negative overrides version is refused naming the limit", `{"cpu_millis": 1, "memory_bytes": 2, "overcommit_version": -1}`, "",
 			"capacity: overcommit_version -1 is out of range: want 0 to 2^53 (9007199254740992)"},
+		{"an overrides version past int64 is refused naming the limit", `{"cpu_millis": 1, "memory_bytes": 2, "overcommit_version": 99999999999999999999}`, "",
+			"capacity: overcommit_version 99999999999999999999 is not an integer from 0 to 2^53 (9007199254740992)"},
+		{"a fractional overrides version is refused naming the limit", `{"cpu_millis": 1, "memory_bytes": 2, "overcommit_version": 1.5}`, "",
+			"capacity: overcommit_version 1.5 is not an integer from 0 to 2^53 (9007199254740992)"},
 	} {
 		t.Run(c.name, func(t *testing.T) {
 			_, err := Restore(raw(c.capacity), raw(c.usage))

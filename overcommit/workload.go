@@ -97,9 +97,12 @@ func DecodeWorkload(raw json.RawMessage) (*Workload, error) {
 	if err := json.Unmarshal(raw, w); err != nil {
 		return nil, types.Invalid("workload resource: %v", err)
 	}
-	for _, v := range []int64{w.CPURequestMillis, w.CPULimitMillis, w.MemoryRequest, w.MemoryLimit} {
-		if v > MaxHost || v < -MaxHost {
-			return nil, types.Invalid("workload resource: %d is out of range", v)
+	for _, f := range []struct {
+		name string
+		v    int64
+	}{{"cpu_request_millis", w.CPURequestMillis}, {"cpu_limit_millis", w.CPULimitMillis}, {"memory_request", w.MemoryRequest}, {"memory_limit", w.MemoryLimit}} {
+		if f.v > MaxHost || f.v < -MaxHost {
+			return nil, types.Invalid("workload resource: %s %d is out of range: want -%d to %d", f.name, f.v, int64(MaxHost), int64(MaxHost))
 		}
 	}
 	return w, nil

@@ -76,7 +76,8 @@ func TestDecodeWorkloads(t *testing.T) {
 	}{
 		{"an object is not a list", `{"w1": {}}`, "workloads_resource: want a list"},
 		{"an entry that is not a stored resource is refused with its index", `[{}, {"cpu_request_millis": "1"}]`, "workloads_resource[1]: workload resource"},
-		{"an entry past the largest figure is refused", `[{"memory_request": 9007199254740993}]`, "workloads_resource[0]: workload resource: 9007199254740993 is out of range"},
+		{"an entry past the largest figure is refused", `[{"memory_request": 9007199254740993}]`, "workloads_resource[0]: workload resource: memory_request 9007199254740993 is out of range: want -562949953421312 to 562949953421312"},
+		{"a negative entry past the largest figure is refused naming its field", `[{"cpu_limit_millis": -9007199254740993}]`, "workloads_resource[0]: workload resource: cpu_limit_millis -9007199254740993 is out of range: want -562949953421312 to 562949953421312"},
 	} {
 		t.Run(c.name, func(t *testing.T) {
 			_, err := DecodeWorkloads(json.RawMessage(c.in))
