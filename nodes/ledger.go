@@ -7,19 +7,31 @@ import (
 )
 
 // Release moves usage a plugin held on the node into the isolation ledger.
-func (r *Registration) Release(plugin string, held types.Amounts) bool {
+// It refuses, changing nothing, a ledger that would hold an amount past 2^53:
+// core decodes the ledger it is answered as float64 and replays it, so such
+// an amount could not come back exactly (a node isolated again before core's
+// cleanup drew the last isolation's ledger down).
+func (r *Registration) Release(plugin string, held types.Amounts) error {
 	if held.IsZero() {
-		return true
+		return nil
+	}
+	sum, ok := r.Released[plugin].Add(held)
+	if ok {
+		for _, k := range sum.Keys() {
+			if sum[k] > types.MaxExact {
+				ok = false
+				break
+			}
+		}
+	}
+	if !ok {
+		return types.Errorf(types.FailedPrecondition, "the %s isolation ledger would hold more than 2^53 (%d) of a component: let core remove the workloads of the last isolation first", plugin, int64(types.MaxExact))
 	}
 	if r.Released == nil {
 		r.Released = map[string]types.Amounts{}
 	}
-	sum, ok := r.Released[plugin].Add(held)
-	if !ok {
-		return false
-	}
 	r.Released[plugin] = nonZero(sum)
-	return true
+	return nil
 }
 
 // Ledger is what the isolation ledger holds for a plugin (nil when nothing).

@@ -130,7 +130,7 @@ func TestLedgerSnapshot(t *testing.T) {
 		t.Run(c.name, func(t *testing.T) {
 			r := nodes.NewRegistration("n1", time.Unix(0, 0))
 			if c.ledger != nil {
-				r.Release("storage", c.ledger)
+				require.NoError(t, r.Release("storage", c.ledger))
 			}
 			require.Equal(t, c.changed, r.SetLedger("storage", c.set))
 			require.Equal(t, c.want, r.Ledger("storage"))
@@ -142,8 +142,8 @@ func TestAddingStartsANewLife(t *testing.T) {
 	shaped := func() *nodes.Entry {
 		reg := nodes.NewRegistration("n1", time.Unix(0, 0))
 		reg.Drain, reg.Isolated, reg.Admission = true, true, nodes.Revoked
-		reg.Release("storage", types.Amounts{"storage": 5})
-		reg.Release("compute", types.Amounts{"cpu_millis": 5})
+		require.NoError(t, reg.Release("storage", types.Amounts{"storage": 5}))
+		require.NoError(t, reg.Release("compute", types.Amounts{"cpu_millis": 5}))
 		return &nodes.Entry{Reg: reg}
 	}
 	t.Run("with no other plugin record, the registration starts fresh", func(t *testing.T) {

@@ -1,6 +1,7 @@
 package nodes_test
 
 import (
+	"math"
 	"testing"
 	"time"
 
@@ -111,7 +112,7 @@ func TestAbsorb(t *testing.T) {
 			reg := nodes.NewRegistration("n1", time.Unix(0, 0))
 			reg.Isolated = c.isolated
 			if c.ledger != nil {
-				require.True(t, reg.Release("compute", c.ledger))
+				require.NoError(t, reg.Release("compute", c.ledger))
 			}
 			got, changed, err := reg.Absorb("compute", c.old, c.next)
 			if c.refusedClass != "" {
@@ -122,6 +123,31 @@ func TestAbsorb(t *testing.T) {
 			require.Equal(t, c.want, got)
 			require.Equal(t, c.changed, changed)
 			require.Equal(t, c.wantLedger, reg.Ledger("compute"))
+		})
+	}
+}
+
+func TestRelease(t *testing.T) {
+	t.Run("released usage adds up in the plugin's ledger", func(t *testing.T) {
+		reg := nodes.NewRegistration("n1", time.Unix(0, 0))
+		require.NoError(t, reg.Release("storage", types.Amounts{"storage": 5, "volume:/d": 5}))
+		require.NoError(t, reg.Release("storage", types.Amounts{"storage": 2}))
+		require.Equal(t, types.Amounts{"storage": 7, "volume:/d": 5}, reg.Ledger("storage"))
+	})
+	for _, c := range []struct {
+		name  string
+		first types.Amounts
+	}{
+		{"a ledger past 2^53 is refused and left as it was", types.Amounts{"storage": types.MaxExact - 1}},
+		{"a ledger past int64 is refused and left as it was", types.Amounts{"storage": math.MaxInt64}},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			reg := nodes.NewRegistration("n1", time.Unix(0, 0))
+			reg.Released = map[string]types.Amounts{"storage": c.first}
+			err := reg.Release("storage", types.Amounts{"storage": 2, "volume:/d": 2})
+			require.Equal(t, types.FailedPrecondition, types.ClassOf(err))
+			require.EqualError(t, err, "the storage isolation ledger would hold more than 2^53 (9007199254740992) of a component: let core remove the workloads of the last isolation first")
+			require.Equal(t, c.first, reg.Ledger("storage"))
 		})
 	}
 }

@@ -295,8 +295,8 @@ func (r *Registry) Isolate(ctx context.Context, node string, cmd Command) (Answe
 			if held.IsZero() && bytes.Equal(next, data) {
 				continue
 			}
-			if !st.reg.Release(p.Name(), held) {
-				return nil, types.Errorf(types.Internal, "node %s: the %s ledger would overflow", node, p.Name())
+			if err := st.reg.Release(p.Name(), held); err != nil {
+				return nil, refuse(node, before.Status, err.Error())
 			}
 			tx.Put(p.RecordPrefix()+node, next)
 			res.add(p.IsolationFigures(held))

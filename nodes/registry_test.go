@@ -218,8 +218,8 @@ func TestRecordRemoved(t *testing.T) {
 	})
 	t.Run("another plugin's record keeps the registration whole, ledger included, for core's undo", func(t *testing.T) {
 		reg := nodes.NewRegistration("n1", time.Unix(0, 0))
-		reg.Release("compute", types.Amounts{"cpu_millis": 1000})
-		reg.Release("storage", types.Amounts{"storage": 5})
+		require.NoError(t, reg.Release("compute", types.Amounts{"cpu_millis": 1000}))
+		require.NoError(t, reg.Release("storage", types.Amounts{"storage": 5}))
 		r := seed(t, reg, "compute", "storage")
 		remove(t, r.Store, "compute")
 		v, err := r.Get(ctx, "n1")
@@ -234,7 +234,7 @@ func TestRecordRemoved(t *testing.T) {
 	}{
 		{"a drained registration outlives its last record", func(r *nodes.Registration) { r.Drain = true }},
 		{"an isolated registration outlives its last record", func(r *nodes.Registration) { r.Isolated = true }},
-		{"a registration with a ledger outlives its last record", func(r *nodes.Registration) { r.Release("compute", types.Amounts{"cpu_millis": 1}) }},
+		{"a registration with a ledger outlives its last record", func(r *nodes.Registration) { require.NoError(t, r.Release("compute", types.Amounts{"cpu_millis": 1})) }},
 		{"a revoked registration outlives its last record", func(r *nodes.Registration) { r.Admission = nodes.Revoked }},
 	} {
 		t.Run(c.name, func(t *testing.T) {

@@ -245,3 +245,30 @@ func TestRollbackKeepsTheLedgerOfADeviceTheNodeNoLongerHas(t *testing.T) {
 		})
 	})
 }
+
+func TestIsolatingAgainRefusesALedgerCoreCouldNotReplay(t *testing.T) {
+	t.Parallel()
+	testenv.Backends(t, func(t *testing.T, env *testenv.Env) {
+		// 4 PiB a life, the most a node's volumes and storage allow
+		// together: three isolations would leave 12 PiB in the ledger,
+		// past 2^53 bytes (8 PiB).
+		addNode(t, env, "n1", obj{"volumes": []string{"/data0:4P"}, "storage": "4P"})
+		var lives []deployAnswer
+		for range 2 {
+			d := deploy(t, env, "n1", 1, obj{"volumes": []string{"AUTO:/d:rw:4P"}})
+			commit(t, env, "n1", d.WorkloadsResource, true)
+			isolateAndComeBack(t, env, "n1")
+			lives = append(lives, d)
+		}
+		d := deploy(t, env, "n1", 1, obj{"volumes": []string{"AUTO:/d:rw:4P"}})
+		commit(t, env, "n1", d.WorkloadsResource, true)
+		heartbeat(t, env, "n1", procRoot(t, "boot-1", 8<<20), "--ttl", "1s")
+		require.Eventually(t, func() bool { return nodeGet(t, env, "n1").Status == "UNAVAILABLE" }, 10*time.Second, 200*time.Millisecond)
+
+		line := opFails(t, env, 4, "nodes", "isolate", "n1")
+		require.Equal(t, "storage: nodes isolate: failed_precondition: node n1 is UNAVAILABLE: the storage isolation ledger would hold more than 2^53 (9007199254740992) of a component: let core remove the workloads of the last isolation first", line)
+		removeWorkloads(t, env, "n1", lives[0].WorkloadsResource...)
+		env.OpOK(t, "storage", nil, "nodes", "isolate", "n1")
+		require.JSONEq(t, `{"volumes": {"/data0": 9007199254740992}, "storage": 9007199254740992}`, string(nodeGet(t, env, "n1").Released["storage"]))
+	})
+}
