@@ -121,24 +121,22 @@ func numberOrString(name string, raw json.RawMessage) (string, error) {
 
 // mutating is the body's --command-id and --if-version flags.
 func (b opBody) mutating() []string {
-	var out []string
-	if b.commandID != "" {
-		out = append(out, "--command-id", b.commandID)
-	}
-	if b.ifVersion != "" {
-		out = append(out, "--if-version", b.ifVersion)
-	}
-	return out
+	return givenFlags("--command-id", b.commandID, "--if-version", b.ifVersion)
 }
 
 // ratios is the body's --cpu and --memory flags.
 func (b opBody) ratios() []string {
+	return givenFlags("--cpu", b.cpu, "--memory", b.memory)
+}
+
+// givenFlags is the command-line flags of flag, value pairs whose value was
+// given (not "").
+func givenFlags(pairs ...string) []string {
 	var out []string
-	if b.cpu != "" {
-		out = append(out, "--cpu", b.cpu)
-	}
-	if b.memory != "" {
-		out = append(out, "--memory", b.memory)
+	for i := 0; i+1 < len(pairs); i += 2 {
+		if pairs[i+1] != "" {
+			out = append(out, pairs[i], pairs[i+1])
+		}
 	}
 	return out
 }
