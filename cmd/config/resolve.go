@@ -1,27 +1,21 @@
 package config
 
 import (
-	"errors"
 	"fmt"
-	"io/fs"
 	"log/slog"
 	"os"
-	"path/filepath"
 	"strings"
 
+	"github.com/eru-extend/resources/internal/configsearch"
 	"github.com/eru-extend/resources/types"
 )
 
 // EnvPath names the environment variable that points at a config file.
-const EnvPath = "ERU_RESOURCE_CONFIG_PATH"
+const EnvPath = configsearch.EnvPath
 
 // SharedName is the config file both plugins read when neither has a file
 // of its own in the working directory.
-const SharedName = "eru-resources.yaml"
-
-// plugins are the binaries of this module, each of which reads the other's
-// file when it has none of its own, so that both always use one store.
-func plugins() []string { return []string{"storage", "compute"} }
+const SharedName = configsearch.SharedName
 
 // Source says how the config file was found.
 type Source string
@@ -62,29 +56,18 @@ func Find(explicit, name, workdir string) (Found, error) {
 	if env := os.Getenv(EnvPath); env != "" {
 		return Found{File: env, Source: FromEnv, Searched: searched}, nil
 	}
-	type candidate struct {
-		file   string
-		source Source
-	}
-	candidates := []candidate{{filepath.Join(workdir, name+".yaml"), FromWorkdir}}
-	for _, p := range plugins() {
-		if p != name {
-			candidates = append(candidates, candidate{filepath.Join(workdir, p+".yaml"), FromSibling})
-		}
-	}
-	candidates = append(candidates, candidate{filepath.Join(workdir, SharedName), FromShared})
-	for _, c := range candidates {
-		searched = append(searched, c.file)
-		info, err := os.Stat(c.file)
-		switch {
-		case errors.Is(err, fs.ErrNotExist):
+	sources := map[configsearch.Place]Source{configsearch.Own: FromWorkdir, configsearch.Sibling: FromSibling, configsearch.Shared: FromShared}
+	for _, c := range configsearch.Candidates(name, workdir) {
+		searched = append(searched, c.File)
+		if !configsearch.Exists(c.File) {
 			continue
-		case err == nil && info.IsDir():
-			return Found{}, types.Invalid("config %s: is a folder, not a file", c.file)
+		}
+		if info, err := os.Stat(c.File); err == nil && info.IsDir() {
+			return Found{}, types.Invalid("config %s: is a folder, not a file", c.File)
 		}
 		// A file that exists but cannot be looked at is still the one
 		// meant: reading it says why it cannot be used.
-		return Found{File: c.file, Source: c.source, Searched: searched}, nil
+		return Found{File: c.File, Source: sources[c.Place], Searched: searched}, nil
 	}
 	return Found{Source: FromDefaults, Searched: searched}, nil
 }

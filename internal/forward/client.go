@@ -10,11 +10,13 @@ import (
 	"strings"
 	"unicode"
 	"unicode/utf8"
+
+	"github.com/eru-extend/resources/internal/configsearch"
 )
 
 // EnvPath names the environment variable that points at a config file (the
 // same one the command tree reads).
-const EnvPath = "ERU_RESOURCE_CONFIG_PATH"
+const EnvPath = configsearch.EnvPath
 
 // EnvNoForward, set to 1, makes a binary run every call itself.
 const EnvNoForward = "ERU_RESOURCE_NO_FORWARD"
@@ -154,19 +156,25 @@ func VerbOf(args []string) (verb, explicit string, ok bool) {
 }
 
 // Resolve finds the config file the way the command tree does: the explicit
-// path, else $ERU_RESOURCE_CONFIG_PATH, else <binary>.yaml in the working
-// directory when it exists; "" when there is none. The path is absolute.
+// path, else $ERU_RESOURCE_CONFIG_PATH, else the first of the working
+// directory's files that exists (configsearch: the binary's own, the
+// sibling plugin's, the shared one); "" when there is none. The path is
+// absolute.
 func Resolve(explicit, binary, wd string) string {
 	file := explicit
 	if file == "" {
 		file = os.Getenv(EnvPath)
 	}
 	if file == "" {
-		candidate := filepath.Join(wd, binary+".yaml")
-		if _, err := os.Stat(candidate); err != nil {
+		for _, c := range configsearch.Candidates(binary, wd) {
+			if configsearch.Exists(c.File) {
+				file = c.File
+				break
+			}
+		}
+		if file == "" {
 			return ""
 		}
-		file = candidate
 	}
 	if !filepath.IsAbs(file) {
 		file = filepath.Join(wd, file)

@@ -6,6 +6,8 @@ import (
 	"testing"
 
 	"github.com/stretchr/testify/require"
+
+	"github.com/eru-extend/resources/cmd/config"
 )
 
 func TestVerbOf(t *testing.T) {
@@ -71,4 +73,36 @@ func TestResolve(t *testing.T) {
 	t.Setenv(EnvPath, "/etc/e.yaml")
 	require.Equal(t, "/etc/e.yaml", Resolve("", "storage", dir))
 	require.Equal(t, "/a.yaml", Resolve("/a.yaml", "storage", dir), "explicit wins")
+}
+
+func TestResolveFollowsTheCommandTreesOrder(t *testing.T) {
+	t.Setenv(EnvPath, "")
+	for _, c := range []struct {
+		name    string
+		files   []string
+		binary  string
+		resolve string
+	}{
+		{"compute reads storage.yaml when it is the folder's only file", []string{"storage.yaml"}, "compute", "storage.yaml"},
+		{"storage reads compute.yaml when it is the folder's only file", []string{"compute.yaml"}, "storage", "compute.yaml"},
+		{"both read the shared file when it is the only one", []string{"eru-resources.yaml"}, "storage", "eru-resources.yaml"},
+		{"the binary's own file comes before the sibling's", []string{"storage.yaml", "compute.yaml"}, "compute", "compute.yaml"},
+		{"the sibling's file comes before the shared one", []string{"storage.yaml", "eru-resources.yaml"}, "compute", "storage.yaml"},
+		{"no file is none", nil, "compute", ""},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			dir := t.TempDir()
+			for _, f := range c.files {
+				require.NoError(t, os.WriteFile(filepath.Join(dir, f), nil, 0o644))
+			}
+			want := ""
+			if c.resolve != "" {
+				want = filepath.Join(dir, c.resolve)
+			}
+			require.Equal(t, want, Resolve("", c.binary, dir))
+			found, err := config.Resolve("", c.binary, dir)
+			require.NoError(t, err)
+			require.Equal(t, found, Resolve("", c.binary, dir), "the command tree reads the same file")
+		})
+	}
 }

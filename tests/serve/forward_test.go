@@ -2,6 +2,7 @@ package serve_test
 
 import (
 	"os"
+	"path/filepath"
 	"strconv"
 	"strings"
 	"testing"
@@ -280,5 +281,57 @@ func TestTheThinFrontAnswersLikeTheFullBinary(t *testing.T) {
 		require.Equal(t, len(scenario), d.Forwarded(t))
 		require.Equal(t, 0, dd.Forwarded(t), "the declining daemon ran nothing")
 		require.Equal(t, float64(len(scenario)), sumMetric(t, dd, `eru_serve_requests_total{result="declined"`), "it declined every call")
+	})
+}
+
+// TestCallsAreForwardedOnlyToADaemonOfTheFileTheBinaryReads runs the
+// full binaries in folders holding one config file, whichever its name:
+// each binary reads that file (the sibling's, or the shared one), and so
+// must the forwarding that sends its call to the daemon.
+func TestCallsAreForwardedOnlyToADaemonOfTheFileTheBinaryReads(t *testing.T) {
+	t.Parallel() // its own folders, stores and daemons
+	oneFile := func(t *testing.T, name, extra string) *testenv.Env {
+		env := testenv.NewEmbedded(t)
+		if d := env.Daemon(); d != nil {
+			d.Stop(t)
+		}
+		for _, f := range []string{"storage.yaml", "compute.yaml"} {
+			require.NoError(t, os.Remove(filepath.Join(env.Dir, f)))
+		}
+		if name != "" {
+			require.NoError(t, os.WriteFile(filepath.Join(env.Dir, name), []byte(env.ConfigYAML()+extra), 0o644))
+		}
+		return env
+	}
+	addNode := func(t *testing.T, env *testenv.Env, bin string) testenv.Result {
+		t.Helper()
+		req := obj{"nodename": "n1", "resource": obj{"storage": "1T"}}
+		if bin == "compute" {
+			req = obj{"nodename": "n1", "resource": obj{"cpu": 2, "memory": "1G"}}
+		}
+		return execPath(t, env, testenv.Bin(t, bin), mustJSON(t, req), []string{"add-node"})
+	}
+	for _, name := range []string{"storage.yaml", "compute.yaml", "eru-resources.yaml"} {
+		t.Run("with only "+name+" both binaries' calls are served by the daemon", func(t *testing.T) {
+			addr := testenv.FreeAddr(t)
+			env := oneFile(t, name, "serve:\n  http: "+addr+"\n")
+			d := env.Serve(t, addr)
+			d.WaitHTTP(t)
+			for _, bin := range []string{"storage", "compute"} {
+				res := addNode(t, env, bin)
+				require.Equal(t, 0, res.Code, describe(res))
+			}
+			require.Equal(t, 2, d.Forwarded(t), "both calls were forwarded")
+			require.NotContains(t, d.Log(), "declined")
+		})
+	}
+	t.Run("a shared file written after a daemon started on the defaults is not the daemon's: the call runs locally on its store", func(t *testing.T) {
+		env := oneFile(t, "", "")
+		env.Serve(t, "")
+		require.NoError(t, os.WriteFile(filepath.Join(env.Dir, "eru-resources.yaml"), []byte("embedded:\n  path: other.db\n"), 0o644))
+		res := addNode(t, env, "storage")
+		require.Equal(t, 0, res.Code, describe(res))
+		got := execPath(t, env, testenv.Bin(t, "storage"), nil, []string{"nodes", "get", "n1"}, "ERU_RESOURCE_NO_FORWARD=1")
+		require.Equal(t, 0, got.Code, "the node is in other.db, the store the binary reads: %s", describe(got))
 	})
 }

@@ -1,0 +1,60 @@
+// Package configsearch is the one rule for which config file a binary of
+// this module reads when neither --config nor $ERU_RESOURCE_CONFIG_PATH
+// names one: in the working directory, the binary's own file, then the
+// sibling plugin's, then the shared one. The command tree (cmd/config) and
+// the forwarding front (internal/forward) both follow it, so a call is only
+// forwarded to a daemon serving the file the binary itself would read. It
+// uses the standard library only: the front links it.
+package configsearch
+
+import (
+	"errors"
+	"io/fs"
+	"os"
+	"path/filepath"
+)
+
+// EnvPath names the environment variable that points at a config file.
+const EnvPath = "ERU_RESOURCE_CONFIG_PATH"
+
+// SharedName is the config file both plugins read when neither has a file
+// of its own in the working directory.
+const SharedName = "eru-resources.yaml"
+
+// Plugins are the binaries of this module, each of which reads the other's
+// file when it has none of its own, so that both always use one store.
+func Plugins() []string { return []string{"storage", "compute"} }
+
+// Place is which of the working directory's files a candidate is.
+type Place int
+
+// The places, in the order they are tried.
+const (
+	Own Place = iota
+	Sibling
+	Shared
+)
+
+// Candidate is a file the binary would read if it exists.
+type Candidate struct {
+	File  string
+	Place Place
+}
+
+// Candidates are the files binary looks for in workdir, in order.
+func Candidates(binary, workdir string) []Candidate {
+	out := []Candidate{{filepath.Join(workdir, binary+".yaml"), Own}}
+	for _, p := range Plugins() {
+		if p != binary {
+			out = append(out, Candidate{filepath.Join(workdir, p+".yaml"), Sibling})
+		}
+	}
+	return append(out, Candidate{filepath.Join(workdir, SharedName), Shared})
+}
+
+// Exists reports whether a candidate is the file meant: it exists, or it
+// cannot be looked at (reading it then says why it cannot be used).
+func Exists(file string) bool {
+	_, err := os.Stat(file)
+	return !errors.Is(err, fs.ErrNotExist)
+}
