@@ -99,6 +99,13 @@ func writeNodeMetrics(w io.Writer, snap *nodeSnapshot) error {
 			kind = "counter"
 		}
 		fmt.Fprintf(bw, "# HELP %s %s\n# TYPE %s %s\n", name, escapeHelp(desc.Help), name, kind)
+		// A series must appear once in a scrape: of a shared name, the
+		// first plugin's sample of a node is written (both answer it from
+		// the one node registration).
+		var written map[string]bool
+		if snap.shared[name] {
+			written = map[string]bool{}
+		}
 		for _, i := range byName[name] {
 			s := snap.samples[i]
 			if len(s.Labels) != len(desc.Labels) {
@@ -106,6 +113,13 @@ func writeNodeMetrics(w io.Writer, snap *nodeSnapshot) error {
 			}
 			if _, err := strconv.ParseFloat(s.Value, 64); err != nil {
 				continue
+			}
+			if written != nil {
+				key := strings.Join(s.Labels, "\xff")
+				if written[key] {
+					continue
+				}
+				written[key] = true
 			}
 			writeSeries(bw, name, desc.Labels, s.Labels, s.Value)
 		}
@@ -231,7 +245,10 @@ func (d *Daemon) metricsHandler() http.Handler {
 
 // nodeSnapshot is every node's samples and status at one moment.
 type nodeSnapshot struct {
-	descs    map[string]types.MetricDescription
+	descs map[string]types.MetricDescription
+	// shared are the names more than one plugin declares (node_schedulable):
+	// each node's series of them is written once.
+	shared   map[string]bool
 	samples  []types.Metric
 	statuses []nodeStatus
 	pools    []*pool.Record
@@ -263,7 +280,7 @@ func (d *Daemon) nodeSamples(ctx context.Context) (*nodeSnapshot, error) {
 		return nil, err
 	}
 	defer done()
-	out := &nodeSnapshot{descs: map[string]types.MetricDescription{}}
+	out := &nodeSnapshot{descs: map[string]types.MetricDescription{}, shared: map[string]bool{}}
 	policy := cmd.Policy(d.cfg)
 	recorded := map[string][]string{} // plugin -> the keys of its records
 	for _, b := range Binaries {
@@ -276,6 +293,9 @@ func (d *Daemon) nodeSamples(ctx context.Context) (*nodeSnapshot, error) {
 			return nil, err
 		}
 		for _, ds := range descs.([]types.MetricDescription) {
+			if _, again := out.descs[ds.Name]; again {
+				out.shared[ds.Name] = true
+			}
 			out.descs[ds.Name] = ds
 		}
 		prefix := nodes.RecordPrefix(b)

@@ -281,6 +281,16 @@ func TestAScrapeRendersTheDecodedRecordsWithoutAStoreRead(t *testing.T) {
 		return lines
 	}
 	body := scrape()
+	seen := map[string]bool{}
+	for _, line := range strings.Split(strings.TrimSpace(body), "\n") {
+		if strings.HasPrefix(line, "#") {
+			continue
+		}
+		s := line[:strings.LastIndexByte(line, ' ')]
+		require.False(t, seen[s], "the series %s is written twice", s)
+		seen[s] = true
+	}
+	require.True(t, seen[`node_schedulable{podname="",nodename="n00000",status="READY"}`], "a node both plugins hold has its node_schedulable")
 	for _, n := range []string{"n00000", "n00005", "n00013"} {
 		for _, b := range Binaries {
 			for _, line := range series(b, n) {
