@@ -258,7 +258,7 @@ func poolChangeOf(objs pool.Objects, workloads []*Workload, delta, incr bool) (*
 	for _, w := range workloads {
 		plans = append(plans, w.PoolPlanRequest)
 		for key, p := range w.PoolPlanRequest {
-			if b, err := pool.ParseBinding(key, true); err == nil && b.Object != "" && delta && incr {
+			if delta && incr && attaches(key, p) {
 				pc.attaching[p.Object] = p.From
 			}
 		}
@@ -277,6 +277,19 @@ func poolChangeOf(objs pool.Objects, workloads []*Workload, delta, incr bool) (*
 		}
 	}
 	return pc, nil
+}
+
+// attaches reports whether a pool plan attaches an existing object: a
+// binding naming the object, planned by calculate-deploy with the node it
+// takes the object from. The same binding in a realloc's delta carries no
+// node: it resizes the object the workload already holds by its signed
+// bytes.
+func attaches(key string, p pool.Plan) bool {
+	if p.From == "" {
+		return false
+	}
+	b, err := pool.ParseBinding(key, true)
+	return err == nil && b.Object != ""
 }
 
 // sources are the other nodes whose records the write reads and may

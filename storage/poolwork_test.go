@@ -77,3 +77,26 @@ func TestRestoreHoldersFindsTheRecordsKeepingWhatARestoreNames(t *testing.T) {
 		require.NoError(t, restoreHolders(l, mine, restoring, map[string]*Node{}))
 	})
 }
+
+func TestPoolChangeOfAttachesOnlyWhatADeployPlanned(t *testing.T) {
+	const obj = "v-00000000000000aa"
+	key := "POOL@ceph-a/" + obj + ":/data:rw:0:0:0:0:0"
+	for _, c := range []struct {
+		name      string
+		plan      pool.Plan
+		attaching map[string]string
+		bytes     int64
+	}{
+		{"a deploy's attach plan takes the object as it is from the node it names",
+			pool.Plan{Pool: "ceph-a", Object: obj, Bytes: 10, From: "n1"}, map[string]string{obj: "n1"}, 0},
+		{"a realloc's delta on the same binding adds its signed bytes",
+			pool.Plan{Pool: "ceph-a", Object: obj, Bytes: -4}, map[string]string{}, -4},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			pc, err := poolChangeOf(nil, []*Workload{{PoolPlanRequest: pool.Plans{key: c.plan}}}, true, true)
+			require.NoError(t, err)
+			require.Equal(t, c.attaching, pc.attaching)
+			require.Equal(t, pool.Amount{Pool: "ceph-a", Bytes: c.bytes}, pc.change.Objects[obj])
+		})
+	}
+}
