@@ -310,13 +310,18 @@ func (pc *poolChange) sources(before *Node) []string {
 }
 
 // linkedPoolKeys are the keys the admission of a usage write reads: the
-// records of every pool it touches and of the nodes it attaches from.
+// records of every pool it touches (every pool an object of the record
+// before or after lives in or moves to, every pool the change names) and of
+// the nodes it attaches from. A record written verbatim (a fix,
+// set-node-resource-info) names its pools only in after.
 func linkedPoolKeys(before, after *Node) []string {
 	pools := map[string]bool{}
-	for _, obj := range before.Usage.PoolObjects {
-		pools[obj.Pool] = true
-		if obj.MovingTo != "" {
-			pools[obj.MovingTo] = true
+	for _, objs := range []pool.Objects{before.Usage.PoolObjects, after.Usage.PoolObjects} {
+		for _, obj := range objs {
+			pools[obj.Pool] = true
+			if obj.MovingTo != "" {
+				pools[obj.MovingTo] = true
+			}
 		}
 	}
 	var keys []string

@@ -100,3 +100,25 @@ func TestPoolChangeOfAttachesOnlyWhatADeployPlanned(t *testing.T) {
 		})
 	}
 }
+
+func TestLinkedPoolKeysNameEveryPoolBeforeAndAfter(t *testing.T) {
+	const capacity = `{"volumes":{},"disks":[],"storage":1099511627776,"pools":{"ceph-a":{"path":"/mnt/a"},"nfs1":{"path":"/mnt/n"}}}`
+	usage := func(objects string) string {
+		return `{"volumes":{},"disks":[],"storage":0,"pool_objects":{` + objects + `}}`
+	}
+	inA := `"v-00000000000000aa":{"pool":"ceph-a","bytes":10,"held":true}`
+	inNfs := `"v-00000000000000bb":{"pool":"nfs1","bytes":10,"held":true}`
+	for _, c := range []struct {
+		name          string
+		before, after string
+		want          []string
+	}{
+		{"a record written verbatim on a node without objects reads the pools it puts objects in", "", usage(inNfs), []string{PoolKey("nfs1")}},
+		{"one that drops every object reads the pools they lived in", usage(inA), "", []string{PoolKey("ceph-a")}},
+		{"one that trades an object for one in another pool reads both", usage(inA), usage(inNfs), []string{PoolKey("ceph-a"), PoolKey("nfs1")}},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			require.Equal(t, c.want, linkedPoolKeys(mustNode(t, capacity, c.before), mustNode(t, capacity, c.after)))
+		})
+	}
+}
