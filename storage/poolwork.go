@@ -56,6 +56,23 @@ func pairPools(req, lim []*pool.Binding, hasReq, hasLim bool) ([]*pool.Binding, 
 	return req, nil
 }
 
+// oneAttachPerObject refuses a workload that names one existing object in
+// two pool bindings: an object is one volume, mounted once, and its bytes
+// are reserved once.
+func oneAttachPerObject(bindings []*pool.Binding) error {
+	first := map[string]*pool.Binding{}
+	for _, b := range bindings {
+		if b.Object == "" {
+			continue
+		}
+		if prev, ok := first[b.Object]; ok {
+			return errInvalid("pool object %s is attached twice, at %s and %s: a workload attaches an object once", b.Object, prev.Destination, b.Destination)
+		}
+		first[b.Object] = b
+	}
+	return nil
+}
+
 // PlacementReads are the records calculate-deploy reads besides the node's:
 // every pool record, and every storage node record when a binding attaches
 // an existing object (to find it).
