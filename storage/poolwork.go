@@ -552,8 +552,9 @@ func newObjectSize(w *WorkloadRequest, j int) int64 {
 func (Rules) ReallocReads() (keys, prefixes []string) { return nil, []string{PoolPrefix} }
 
 // reallocPools resizes a workload's pool volumes by the request's deltas,
-// matched by destination: a growth is admitted against its pool (and again
-// at the usage write), a shrink always passes, the object id is kept; a
+// matched by destination: the growths (and new volumes) in one pool are
+// admitted together against its room (and again at the usage write), a
+// shrink always passes, the object id is kept; a
 // volume shrunk to nothing goes, and a new one is a new object. It fills
 // the new workload's pool plans and the delta's signed ones, and answers
 // the engine volumes and whether a pool volume came or went.
@@ -580,6 +581,9 @@ func (n *Node) reallocPools(old *Workload, req *WorkloadRequest, shared map[stri
 		cur = append(cur, entry{b, old.PoolPlanRequest[key]})
 	}
 	grows, changed := false, false
+	// growth sums the bytes each pool is asked for, checked against its
+	// room once every binding is read (as the usage write will).
+	growth := map[string]int64{}
 	for _, d := range req.Pools {
 		i := slices.IndexFunc(cur, func(e entry) bool {
 			return e.binding.Destination == d.Destination && (d.Pool == "" || d.Pool == e.plan.Pool)
@@ -592,13 +596,10 @@ func (n *Node) reallocPools(old *Workload, req *WorkloadRequest, shared map[stri
 			if err != nil {
 				return nil, false, false, err
 			}
-			rec := pools[id]
-			if rec == nil {
+			if pools[id] == nil {
 				return nil, false, false, types.Errorf(types.FailedPrecondition, "pool %s has no record", id)
 			}
-			if err := pool.Room(rec, d.Size); err != nil {
-				return nil, false, false, err
-			}
+			growth[id] += d.Size
 			object, err := pool.MintObjectID(rand.Reader)
 			if err != nil {
 				return nil, false, false, types.Wrap(types.Internal, err, "pool volume")
@@ -624,9 +625,7 @@ func (n *Node) reallocPools(old *Workload, req *WorkloadRequest, shared map[stri
 			if rec.Lost() {
 				return nil, false, false, types.Errorf(types.FailedPrecondition, "object %s is LOST: pool %s was declared lost", e.plan.Object, e.plan.Pool)
 			}
-			if err := pool.Room(rec, d.Size); err != nil {
-				return nil, false, false, err
-			}
+			growth[e.plan.Pool] += d.Size
 			grows = true
 		}
 		size := max(e.plan.Bytes+d.Size, 0)
@@ -642,6 +641,11 @@ func (n *Node) reallocPools(old *Workload, req *WorkloadRequest, shared map[stri
 			continue
 		}
 		cur[i] = entry{&nb, pool.Plan{Pool: e.plan.Pool, Object: e.plan.Object, Bytes: size}}
+	}
+	for _, id := range slices.Sorted(maps.Keys(growth)) {
+		if err := pool.Room(pools[id], growth[id]); err != nil {
+			return nil, false, false, err
+		}
 	}
 	var volumes []string
 	for _, e := range cur {

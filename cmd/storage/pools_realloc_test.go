@@ -124,3 +124,44 @@ func TestPoolReallocOfAnAttachedObject(t *testing.T) {
 		}
 	})
 }
+
+// TestPoolReallocSumsGrowthsPerPool: calculate-realloc admits the growths
+// of a workload's pool volumes against each pool's room together, as the
+// usage write will: two growths that fit only one by one are refused.
+func TestPoolReallocSumsGrowthsPerPool(t *testing.T) {
+	t.Parallel()
+	testenv.Backends(t, func(t *testing.T, env *testenv.Env) {
+		addNode(t, env, "n1", obj{"storage": "1T", "pools": []string{"ceph-a:/mnt/ceph-a"}})
+		env.OpOK(t, "storage", nil, "pools", "set-capacity", "ceph-a", "10G", "--if-version", "0")
+		d := deploy(t, env, "n1", 1, obj{"volumes": []string{"POOL:/a:rw:1G", "POOL:/b:rw:1G"}})
+		commit(t, env, "n1", d.WorkloadsResource, true)
+		current := d.WorkloadsResource[0]
+
+		cases := []struct {
+			name    string
+			volumes []string
+			refusal string
+		}{
+			{"two growths that fit one by one but not together are refused naming their sum",
+				[]string{"POOL:/a:rw:5G", "POOL:/b:rw:5G"}, "resource_exhausted: pool ceph-a has 8 GiB free, 10 GiB asked"},
+			{"a growth and a new volume that fit one by one but not together are refused",
+				[]string{"POOL:/a:rw:5G", "POOL:/c:rw:4G"}, "resource_exhausted: pool ceph-a has 8 GiB free, 9 GiB asked"},
+			{"two growths that fit together pass and the usage write takes them", []string{"POOL:/a:rw:4G", "POOL:/b:rw:4G"}, ""},
+		}
+		for _, c := range cases {
+			t.Run(c.name, func(t *testing.T) {
+				req := obj{"nodename": "n1", "workload_resource": current, "workload_resource_request": obj{"volumes": c.volumes}}
+				if c.refusal != "" {
+					require.Contains(t, env.Fail(t, "storage", "calculate-realloc", req), c.refusal)
+					return
+				}
+				var r reallocAnswer
+				env.Call(t, "storage", "calculate-realloc", req, &r)
+				env.Call(t, "storage", "set-node-resource-usage", obj{"nodename": "n1", "workloads_resource": []json.RawMessage{r.DeltaResource}, "delta": true, "incr": true}, nil)
+				require.Len(t, exactPool(t, env, "ceph-a"), 2)
+				require.Equal(t, 10*gib, poolGet(t, env, "ceph-a").Reserved)
+				require.Empty(t, info(t, env, "n1", r.WorkloadResource).Diffs)
+			})
+		}
+	})
+}
