@@ -395,7 +395,7 @@ func admitPools(l engine.Link, before, after *Node, holders map[string]*Node) (*
 	}
 	w := pool.Write{
 		Node: l.Node, Isolated: l.Isolated, Reach: after.reach(pools, pathChecks(l.Node, l.Get)), Before: before.Usage.PoolObjects,
-		Change: pc.change, Attaching: slices.Sorted(maps.Keys(pc.attaching)), Others: others, Pools: pools, Restore: pc.restore,
+		Change: pc.change, Attaching: slices.Sorted(maps.Keys(pc.attaching)), From: pc.attaching, Others: others, Pools: pools, Restore: pc.restore,
 	}
 	if w.Before == nil {
 		w.Before = pool.Objects{}

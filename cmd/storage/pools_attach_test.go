@@ -21,6 +21,7 @@ func TestPoolAttachRefusals(t *testing.T) {
 		object := planObjects(placed(t, env, "n1", 1, "1G")[0])[0]
 		env.OpOK(t, "storage", nil, "nodes", "isolate", "n1")
 
+		attach := obj{"volumes": []string{"POOL@ceph-a/" + object + ":/data:rw"}}
 		twice := obj{"volumes": []string{"POOL@ceph-a/" + object + ":/a:rw", "POOL@ceph-a/" + object + ":/b:rw"}}
 		for _, c := range []struct {
 			verb string
@@ -38,5 +39,15 @@ func TestPoolAttachRefusals(t *testing.T) {
 				require.Equal(t, storedObject{Node: "n1", Pool: "ceph-a", Bytes: gib}, living[object])
 			})
 		}
+		t.Run("a usage write planned before another node attached the object is aborted and writes nothing", func(t *testing.T) {
+			stale := deploy(t, env, "n2", 1, attach).WorkloadsResource
+			commit(t, env, "n3", deploy(t, env, "n3", 1, attach).WorkloadsResource, true)
+			before := env.Dump(t)
+			line := env.Fail(t, "storage", "set-node-resource-usage", obj{"nodename": "n2", "workloads_resource": stale, "delta": true, "incr": true})
+			require.Contains(t, line, "aborted: object "+object+" is no longer in node n1's record, where the deploy's plan found it (attached elsewhere or deleted since); plan the deploy again")
+			require.Equal(t, before, env.Dump(t))
+			living := exactPool(t, env, "ceph-a")
+			require.Equal(t, storedObject{Node: "n3", Pool: "ceph-a", Bytes: gib, Held: true}, living[object])
+		})
 	})
 }
