@@ -578,7 +578,7 @@ func (n *Node) reallocPools(old *Workload, req *WorkloadRequest, shared map[stri
 		if err != nil {
 			return nil, false, false, err
 		}
-		cur = append(cur, entry{b, old.PoolPlanRequest[key]})
+		cur = append(cur, entry{b, n.livesIn(old.PoolPlanRequest[key])})
 	}
 	grows, changed := false, false
 	// growth sums the bytes each pool is asked for, checked against its
@@ -586,7 +586,7 @@ func (n *Node) reallocPools(old *Workload, req *WorkloadRequest, shared map[stri
 	growth := map[string]int64{}
 	for _, d := range req.Pools {
 		i := slices.IndexFunc(cur, func(e entry) bool {
-			return e.binding.Destination == d.Destination && (d.Pool == "" || d.Pool == e.plan.Pool)
+			return e.binding.Destination == d.Destination && (d.Pool == "" || d.Pool == e.plan.Pool || d.Pool == e.binding.Pool)
 		})
 		if i < 0 {
 			if d.Size <= 0 || d.Object != "" {
@@ -661,10 +661,22 @@ func (n *Node) reallocPools(old *Workload, req *WorkloadRequest, shared map[stri
 	return volumes, grows, changed, nil
 }
 
+// livesIn is a workload's pool plan with the pool its object lives in now:
+// the node's record says (a `pools move` changes it there, not in the
+// workload's plan); an object the record lacks keeps the plan's.
+func (n *Node) livesIn(p pool.Plan) pool.Plan {
+	if obj, ok := n.Usage.PoolObjects[p.Object]; ok {
+		p.Pool = obj.Pool
+	}
+	return p
+}
+
 // recomputeObjects derives the node's pool objects from its workloads'
 // plans and lists every disagreement with the record: an object the
 // workloads do not hold (an orphan of a half-failed deploy), one they hold
-// that the record lacks, one with other bytes. An object the record keeps
+// that the record lacks, one with other bytes. An object the record has
+// lives in the record's pool (a move changes it there, not in the plans).
+// An object the record keeps
 // unheld (released by an isolation) is not the workloads' to claim: it is
 // no diff while they still list it, nor when they no longer do.
 func (n *Node) recomputeObjects(list []*Workload) (pool.Objects, []string, error) {
@@ -688,9 +700,11 @@ func (n *Node) recomputeObjects(list []*Workload) (pool.Objects, []string, error
 			out[id] = pool.Object{Pool: a.Pool, Bytes: a.Bytes, Held: true}
 		case !obj.Held:
 			out[id] = obj
-		case obj.Bytes != a.Bytes || obj.Pool != a.Pool:
-			diffs = append(diffs, "pool object "+id+": workloads hold "+itoa(a.Bytes)+" bytes in pool "+a.Pool+", the node's record "+itoa(obj.Bytes)+" bytes in pool "+obj.Pool)
-			obj.Pool, obj.Bytes = a.Pool, a.Bytes
+		case obj.Bytes != a.Bytes:
+			// The record knows the object's pool (a move changes it there,
+			// not in the workloads' plans): only its bytes are the plans'.
+			diffs = append(diffs, "pool object "+id+" in pool "+obj.Pool+": workloads hold "+itoa(a.Bytes)+" bytes, the node's record "+itoa(obj.Bytes))
+			obj.Bytes = a.Bytes
 			out[id] = obj
 		default:
 			out[id] = obj
