@@ -56,6 +56,23 @@ func pairPools(req, lim []*pool.Binding, hasReq, hasLim bool) ([]*pool.Binding, 
 	return req, nil
 }
 
+// oneAttachPerObject refuses a workload that names one existing object in
+// two pool bindings: an object is one volume, mounted once, and its bytes
+// are reserved once.
+func oneAttachPerObject(bindings []*pool.Binding) error {
+	first := map[string]*pool.Binding{}
+	for _, b := range bindings {
+		if b.Object == "" {
+			continue
+		}
+		if prev, ok := first[b.Object]; ok {
+			return errInvalid("pool object %s is attached twice, at %s and %s: a workload attaches an object once", b.Object, prev.Destination, b.Destination)
+		}
+		first[b.Object] = b
+	}
+	return nil
+}
+
 // PlacementReads are the records calculate-deploy reads besides the node's:
 // every pool record, and every storage node record when a binding attaches
 // an existing object (to find it).
@@ -258,7 +275,7 @@ func poolChangeOf(objs pool.Objects, workloads []*Workload, delta, incr bool) (*
 	for _, w := range workloads {
 		plans = append(plans, w.PoolPlanRequest)
 		for key, p := range w.PoolPlanRequest {
-			if b, err := pool.ParseBinding(key, true); err == nil && b.Object != "" && delta && incr {
+			if delta && incr && attaches(key, p) {
 				pc.attaching[p.Object] = p.From
 			}
 		}
@@ -279,6 +296,19 @@ func poolChangeOf(objs pool.Objects, workloads []*Workload, delta, incr bool) (*
 	return pc, nil
 }
 
+// attaches reports whether a pool plan attaches an existing object: a
+// binding naming the object, planned by calculate-deploy with the node it
+// takes the object from. The same binding in a realloc's delta carries no
+// node: it resizes the object the workload already holds by its signed
+// bytes.
+func attaches(key string, p pool.Plan) bool {
+	if p.From == "" {
+		return false
+	}
+	b, err := pool.ParseBinding(key, true)
+	return err == nil && b.Object != ""
+}
+
 // sources are the other nodes whose records the write reads and may
 // write: those its attaches take objects from, and those a restore gives
 // attached objects back to (pool.Donors).
@@ -297,13 +327,18 @@ func (pc *poolChange) sources(before *Node) []string {
 }
 
 // linkedPoolKeys are the keys the admission of a usage write reads: the
-// records of every pool it touches and of the nodes it attaches from.
+// records of every pool it touches (every pool an object of the record
+// before or after lives in or moves to, every pool the change names) and of
+// the nodes it attaches from. A record written verbatim (a fix,
+// set-node-resource-info) names its pools only in after.
 func linkedPoolKeys(before, after *Node) []string {
 	pools := map[string]bool{}
-	for _, obj := range before.Usage.PoolObjects {
-		pools[obj.Pool] = true
-		if obj.MovingTo != "" {
-			pools[obj.MovingTo] = true
+	for _, objs := range []pool.Objects{before.Usage.PoolObjects, after.Usage.PoolObjects} {
+		for _, obj := range objs {
+			pools[obj.Pool] = true
+			if obj.MovingTo != "" {
+				pools[obj.MovingTo] = true
+			}
 		}
 	}
 	var keys []string
@@ -360,7 +395,7 @@ func admitPools(l engine.Link, before, after *Node, holders map[string]*Node) (*
 	}
 	w := pool.Write{
 		Node: l.Node, Isolated: l.Isolated, Reach: after.reach(pools, pathChecks(l.Node, l.Get)), Before: before.Usage.PoolObjects,
-		Change: pc.change, Attaching: slices.Sorted(maps.Keys(pc.attaching)), Others: others, Pools: pools, Restore: pc.restore,
+		Change: pc.change, Attaching: slices.Sorted(maps.Keys(pc.attaching)), From: pc.attaching, Others: others, Pools: pools, Restore: pc.restore,
 	}
 	if w.Before == nil {
 		w.Before = pool.Objects{}
@@ -517,8 +552,9 @@ func newObjectSize(w *WorkloadRequest, j int) int64 {
 func (Rules) ReallocReads() (keys, prefixes []string) { return nil, []string{PoolPrefix} }
 
 // reallocPools resizes a workload's pool volumes by the request's deltas,
-// matched by destination: a growth is admitted against its pool (and again
-// at the usage write), a shrink always passes, the object id is kept; a
+// matched by destination: the growths (and new volumes) in one pool are
+// admitted together against its room (and again at the usage write), a
+// shrink always passes, the object id is kept; a
 // volume shrunk to nothing goes, and a new one is a new object. It fills
 // the new workload's pool plans and the delta's signed ones, and answers
 // the engine volumes and whether a pool volume came or went.
@@ -542,12 +578,15 @@ func (n *Node) reallocPools(old *Workload, req *WorkloadRequest, shared map[stri
 		if err != nil {
 			return nil, false, false, err
 		}
-		cur = append(cur, entry{b, old.PoolPlanRequest[key]})
+		cur = append(cur, entry{b, n.livesIn(old.PoolPlanRequest[key])})
 	}
 	grows, changed := false, false
+	// growth sums the bytes each pool is asked for, checked against its
+	// room once every binding is read (as the usage write will).
+	growth := map[string]int64{}
 	for _, d := range req.Pools {
 		i := slices.IndexFunc(cur, func(e entry) bool {
-			return e.binding.Destination == d.Destination && (d.Pool == "" || d.Pool == e.plan.Pool)
+			return e.binding.Destination == d.Destination && (d.Pool == "" || d.Pool == e.plan.Pool || d.Pool == e.binding.Pool)
 		})
 		if i < 0 {
 			if d.Size <= 0 || d.Object != "" {
@@ -557,13 +596,10 @@ func (n *Node) reallocPools(old *Workload, req *WorkloadRequest, shared map[stri
 			if err != nil {
 				return nil, false, false, err
 			}
-			rec := pools[id]
-			if rec == nil {
+			if pools[id] == nil {
 				return nil, false, false, types.Errorf(types.FailedPrecondition, "pool %s has no record", id)
 			}
-			if err := pool.Room(rec, d.Size); err != nil {
-				return nil, false, false, err
-			}
+			growth[id] += d.Size
 			object, err := pool.MintObjectID(rand.Reader)
 			if err != nil {
 				return nil, false, false, types.Wrap(types.Internal, err, "pool volume")
@@ -589,9 +625,7 @@ func (n *Node) reallocPools(old *Workload, req *WorkloadRequest, shared map[stri
 			if rec.Lost() {
 				return nil, false, false, types.Errorf(types.FailedPrecondition, "object %s is LOST: pool %s was declared lost", e.plan.Object, e.plan.Pool)
 			}
-			if err := pool.Room(rec, d.Size); err != nil {
-				return nil, false, false, err
-			}
+			growth[e.plan.Pool] += d.Size
 			grows = true
 		}
 		size := max(e.plan.Bytes+d.Size, 0)
@@ -608,6 +642,11 @@ func (n *Node) reallocPools(old *Workload, req *WorkloadRequest, shared map[stri
 		}
 		cur[i] = entry{&nb, pool.Plan{Pool: e.plan.Pool, Object: e.plan.Object, Bytes: size}}
 	}
+	for _, id := range slices.Sorted(maps.Keys(growth)) {
+		if err := pool.Room(pools[id], growth[id]); err != nil {
+			return nil, false, false, err
+		}
+	}
 	var volumes []string
 	for _, e := range cur {
 		wl.PoolPlanRequest[e.binding.String()] = e.plan
@@ -622,10 +661,22 @@ func (n *Node) reallocPools(old *Workload, req *WorkloadRequest, shared map[stri
 	return volumes, grows, changed, nil
 }
 
+// livesIn is a workload's pool plan with the pool its object lives in now:
+// the node's record says (a `pools move` changes it there, not in the
+// workload's plan); an object the record lacks keeps the plan's.
+func (n *Node) livesIn(p pool.Plan) pool.Plan {
+	if obj, ok := n.Usage.PoolObjects[p.Object]; ok {
+		p.Pool = obj.Pool
+	}
+	return p
+}
+
 // recomputeObjects derives the node's pool objects from its workloads'
 // plans and lists every disagreement with the record: an object the
 // workloads do not hold (an orphan of a half-failed deploy), one they hold
-// that the record lacks, one with other bytes. An object the record keeps
+// that the record lacks, one with other bytes. An object the record has
+// lives in the record's pool (a move changes it there, not in the plans).
+// An object the record keeps
 // unheld (released by an isolation) is not the workloads' to claim: it is
 // no diff while they still list it, nor when they no longer do.
 func (n *Node) recomputeObjects(list []*Workload) (pool.Objects, []string, error) {
@@ -649,9 +700,11 @@ func (n *Node) recomputeObjects(list []*Workload) (pool.Objects, []string, error
 			out[id] = pool.Object{Pool: a.Pool, Bytes: a.Bytes, Held: true}
 		case !obj.Held:
 			out[id] = obj
-		case obj.Bytes != a.Bytes || obj.Pool != a.Pool:
-			diffs = append(diffs, "pool object "+id+": workloads hold "+itoa(a.Bytes)+" bytes in pool "+a.Pool+", the node's record "+itoa(obj.Bytes)+" bytes in pool "+obj.Pool)
-			obj.Pool, obj.Bytes = a.Pool, a.Bytes
+		case obj.Bytes != a.Bytes:
+			// The record knows the object's pool (a move changes it there,
+			// not in the workloads' plans): only its bytes are the plans'.
+			diffs = append(diffs, "pool object "+id+" in pool "+obj.Pool+": workloads hold "+itoa(a.Bytes)+" bytes, the node's record "+itoa(obj.Bytes))
+			obj.Bytes = a.Bytes
 			out[id] = obj
 		default:
 			out[id] = obj

@@ -77,3 +77,48 @@ func TestRestoreHoldersFindsTheRecordsKeepingWhatARestoreNames(t *testing.T) {
 		require.NoError(t, restoreHolders(l, mine, restoring, map[string]*Node{}))
 	})
 }
+
+func TestPoolChangeOfAttachesOnlyWhatADeployPlanned(t *testing.T) {
+	const obj = "v-00000000000000aa"
+	key := "POOL@ceph-a/" + obj + ":/data:rw:0:0:0:0:0"
+	for _, c := range []struct {
+		name      string
+		plan      pool.Plan
+		attaching map[string]string
+		bytes     int64
+	}{
+		{"a deploy's attach plan takes the object as it is from the node it names",
+			pool.Plan{Pool: "ceph-a", Object: obj, Bytes: 10, From: "n1"}, map[string]string{obj: "n1"}, 0},
+		{"a realloc's delta on the same binding adds its signed bytes",
+			pool.Plan{Pool: "ceph-a", Object: obj, Bytes: -4}, map[string]string{}, -4},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			pc, err := poolChangeOf(nil, []*Workload{{PoolPlanRequest: pool.Plans{key: c.plan}}}, true, true)
+			require.NoError(t, err)
+			require.Equal(t, c.attaching, pc.attaching)
+			require.Equal(t, pool.Amount{Pool: "ceph-a", Bytes: c.bytes}, pc.change.Objects[obj])
+		})
+	}
+}
+
+func TestLinkedPoolKeysNameEveryPoolBeforeAndAfter(t *testing.T) {
+	const capacity = `{"volumes":{},"disks":[],"storage":1099511627776,"pools":{"ceph-a":{"path":"/mnt/a"},"nfs1":{"path":"/mnt/n"}}}`
+	usage := func(objects string) string {
+		return `{"volumes":{},"disks":[],"storage":0,"pool_objects":{` + objects + `}}`
+	}
+	inA := `"v-00000000000000aa":{"pool":"ceph-a","bytes":10,"held":true}`
+	inNfs := `"v-00000000000000bb":{"pool":"nfs1","bytes":10,"held":true}`
+	for _, c := range []struct {
+		name          string
+		before, after string
+		want          []string
+	}{
+		{"a record written verbatim on a node without objects reads the pools it puts objects in", "", usage(inNfs), []string{PoolKey("nfs1")}},
+		{"one that drops every object reads the pools they lived in", usage(inA), "", []string{PoolKey("ceph-a")}},
+		{"one that trades an object for one in another pool reads both", usage(inA), usage(inNfs), []string{PoolKey("ceph-a"), PoolKey("nfs1")}},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			require.Equal(t, c.want, linkedPoolKeys(mustNode(t, capacity, c.before), mustNode(t, capacity, c.after)))
+		})
+	}
+}

@@ -330,6 +330,9 @@ func ParseWorkloadRequest(raw json.RawMessage, signed bool) (*WorkloadRequest, e
 	if w.Pools, err = pairPools(reqPools, limPools, hasReq, hasLim); err != nil {
 		return nil, err
 	}
+	if err := oneAttachPerObject(w.Pools); err != nil {
+		return nil, err
+	}
 	if w.Request, err = parseBindings(reqList, signed); err != nil {
 		return nil, errInvalid("volumes-request: %v", err)
 	}

@@ -175,7 +175,7 @@ func TestPoolRaceIsolation(t *testing.T) {
 					if !ok {
 						return
 					}
-					if _, ok := r.write(node, true, []json.RawMessage{a}, "is held by node", "does not exist"); ok {
+					if _, ok := r.write(node, true, []json.RawMessage{a}, "is held by node", "is no longer in node n1's record"); ok {
 						r.locked(func() {
 							if prev, twice := attached[id]; twice {
 								r.errs = append(r.errs, "object "+id+" attached on "+prev+" and "+node)

@@ -53,6 +53,10 @@ type Write struct {
 	// Attaching are the object ids the change attaches (bindings naming an
 	// existing object). Each must be in Before or in Others.
 	Attaching []string
+	// From names, for an attached object, the node whose record its plan
+	// found it in (the plan's from); an object no longer there is a stale
+	// plan.
+	From map[string]string
 	// Others are the records of the nodes an attached object comes from,
 	// by node. For an absolute write, they must include every record that
 	// has an object of the change absent from Before, so that a restore
@@ -88,8 +92,8 @@ type Outcome struct {
 // pool whose reservation grows it requires a node not isolated, a pool not
 // lost, an available attachment, a capacity set and room for the growth.
 // Refusals are failed_precondition, resource_exhausted (no room) or
-// unavailable (a moving object); nothing of a refused write is to be
-// stored.
+// unavailable (a moving object) or aborted (an attach whose plan is stale);
+// nothing of a refused write is to be stored.
 func Admit(w Write) (Outcome, error) {
 	after := w.Before.Clone()
 	others := map[string]Objects{}
@@ -345,7 +349,13 @@ func (w Write) attach(after Objects, others map[string]Objects, id string, amt A
 			after[id] = Object{Pool: amt.Pool, Bytes: amt.Bytes, Held: !w.Change.Unheld[id]}
 			return nil
 		}
-		return types.Errorf(types.NotFound, "object %s does not exist", id)
+		// The plan found it in a record that no longer has it: attached
+		// elsewhere or deleted since. Nothing lands; a new plan finds it
+		// where it is now, or says it is gone.
+		if node := w.From[id]; node != "" {
+			return types.Errorf(types.Aborted, "object %s is no longer in node %s's record, where the deploy's plan found it (attached elsewhere or deleted since); plan the deploy again", id, node)
+		}
+		return types.Errorf(types.Aborted, "object %s is no longer where the deploy's plan found it (attached elsewhere or deleted since); plan the deploy again", id)
 	}
 	obj := others[from][id]
 	if w.Restore && obj.Held {

@@ -39,9 +39,14 @@ func oid(i int) string { return fmt.Sprintf("v-%016x", i) }
 // reads.
 func (w *world) usage(node string, ch Change, restore bool, attaching []string, from ...string) (Outcome, error) {
 	wr := Write{Node: node, Isolated: w.isolated[node], Reach: w.reach[node], Before: w.nodes[node], Change: ch,
-		Attaching: attaching, Others: map[string]Objects{}, Pools: w.pools, Restore: restore}
+		Attaching: attaching, From: map[string]string{}, Others: map[string]Objects{}, Pools: w.pools, Restore: restore}
 	for _, n := range from {
 		wr.Others[n] = w.nodes[n]
+	}
+	if len(from) == 1 {
+		for _, id := range attaching {
+			wr.From[id] = from[0]
+		}
 	}
 	out, err := Admit(wr)
 	if err != nil {
@@ -428,7 +433,8 @@ func TestAttach(t *testing.T) {
 		{"a lost object is refused", func(w *world) {
 			w.pools["ceph-a"].LostAt, w.pools["ceph-a"].Reserved = &t0, 0
 		}, "n2", 100 * gib, types.FailedPrecondition, "is LOST"},
-		{"an object that exists nowhere is not found", func(w *world) { w.nodes["n1"] = Objects{} }, "n2", 100 * gib, types.NotFound, "does not exist"},
+		{"an object no longer where the plan found it is a stale plan, aborted", func(w *world) { w.nodes["n1"] = Objects{} }, "n2", 100 * gib, types.Aborted,
+			"object " + obj + " is no longer in node n1's record, where the deploy's plan found it (attached elsewhere or deleted since); plan the deploy again"},
 		{"an attach on an isolated node is refused", func(w *world) { w.isolated["n2"] = true }, "n2", 100 * gib, types.FailedPrecondition, "node is isolated"},
 		{"an attach on a node that does not reach the pool is refused", nil, "n3", 100 * gib, types.FailedPrecondition, "does not declare"},
 		{"an attach through an unavailable attachment is refused", func(w *world) { w.reach["n2"]["ceph-a"] = false }, "n2", 100 * gib, types.FailedPrecondition, "unavailable"},
