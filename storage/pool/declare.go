@@ -28,11 +28,12 @@ type DeclarationChange struct {
 	Removed      []string
 }
 
-// ApplyDeclarations applies a request to a node's declarations. held counts
-// the node's objects per pool (Objects.CountByPool): a pool the node still
-// keeps objects in cannot be dropped (failed_precondition naming the pool
-// and the count).
-func ApplyDeclarations(cur Declarations, req DeclarationRequest, held map[string]int) (DeclarationChange, error) {
+// ApplyDeclarations applies a request to a node's declarations. objs are the
+// objects the node's record keeps: a pool the node still keeps objects in
+// cannot be dropped (failed_precondition naming the pool and the count).
+// Pools a request declares must each have a path of their
+// own (Declarations.Apart).
+func ApplyDeclarations(cur Declarations, req DeclarationRequest, objs Objects) (DeclarationChange, error) {
 	next := cur.Clone()
 	if next.Pools == nil {
 		next.Pools = map[string]Declaration{}
@@ -62,6 +63,12 @@ func ApplyDeclarations(cur Declarations, req DeclarationRequest, held map[string
 		}
 		delete(next.Pools, id)
 	}
+	if req.Pools != nil {
+		if err := next.Apart(); err != nil {
+			return DeclarationChange{}, err
+		}
+	}
+	held := objs.CountByPool()
 	var change DeclarationChange
 	for _, id := range cur.IDs() {
 		if _, ok := next.Pools[id]; !ok {

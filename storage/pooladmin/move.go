@@ -64,6 +64,13 @@ func (a *Admin) Move(ctx context.Context, r MoveRequest) (pool.ObjectView, error
 	if !okFrom || !okTo {
 		return pool.ObjectView{}, types.Errorf(types.FailedPrecondition, "node %s does not declare both pools %s and %s", r.Node, from, r.To)
 	}
+	if why := move.Overlap(fromDecl.Path, toDecl.Path); why != "" && !r.Abort {
+		// Refused before anything is written: the copy would be the object
+		// itself, and an abort would remove it. (An abort is let through:
+		// it releases a move started before this check, keeping the data.)
+		return pool.ObjectView{}, types.Errorf(types.FailedPrecondition, "node %s declares pools %s and %s at one place (%s): a move between them would copy object %s onto itself; give each pool a path of its own",
+			r.Node, from, r.To, why, r.Object)
+	}
 	// step runs one transition; done reports a step with nothing to do (a
 	// replay, or an abort of a move that is not in progress).
 	step := func(decide func(mr pool.MoveRequest) (pool.MoveOutcome, error)) (done bool, err error) {
@@ -139,7 +146,7 @@ func (a *Admin) Move(ctx context.Context, r MoveRequest) (pool.ObjectView, error
 			// is live data now, never removed here.
 			return a.Object(ctx, r.Object)
 		}
-		if err := move.Abort(toDecl.Path, r.Object); err != nil {
+		if err := move.Abort(fromDecl.Path, toDecl.Path, r.Object); err != nil {
 			return pool.ObjectView{}, types.Wrap(types.Unavailable, err, "removing the target copy")
 		}
 		if err := drop(r.To); err != nil {
