@@ -105,3 +105,38 @@ func TestPoolsAtOnePath(t *testing.T) {
 		})
 	})
 }
+
+// TestPoolDropWhileMovingIn: a node cannot drop a pool an object of its
+// record is moving into (the move could then neither settle nor be
+// aborted there); once the move is aborted the pool drops.
+func TestPoolDropWhileMovingIn(t *testing.T) {
+	t.Parallel()
+	testenv.Backends(t, func(t *testing.T, env *testenv.Env) {
+		a, b, _, objects := movablePoolObjects(t, env, 1)
+		object := objects[0]
+		require.NoError(t, os.MkdirAll(filepath.Join(a, object), 0o755))
+		require.NoError(t, syscall.Mkfifo(filepath.Join(a, object, "fifo"), 0o644))
+		require.Equal(t, 7, env.Op(t, "storage", "pools", "move", object, "--to", "nfs1", "--node", "n1", "--command-id", "m1").Code)
+		rm := obj{"nodename": "n1", "delta": false, "resource_request": obj{"rm-pools": "nfs1"}}
+
+		t.Run("dropping the pool an object is moving into is refused naming the object and the move", func(t *testing.T) {
+			before := env.Dump(t)
+			line := env.Fail(t, "storage", "set-node-resource-capacity", rm)
+			require.Contains(t, line, "failed_precondition: object "+object+" is moving from pool ceph-a into pool nfs1; finish or abort that move "+
+				"(storage pools move "+object+" --to nfs1 --command-id m1 [--abort]) before dropping the pool")
+			require.Equal(t, before, env.Dump(t))
+		})
+		t.Run("the move can still be aborted, and the pool then drops", func(t *testing.T) {
+			env.OpOK(t, "storage", nil, "pools", "move", object, "--to", "nfs1", "--node", "n1", "--command-id", "m1", "--abort")
+			require.Equal(t, objectState{Pool: "ceph-a", State: "AVAILABLE"}, poolObject(t, env, object))
+			require.Zero(t, poolGet(t, env, "nfs1").Reserved)
+			require.Zero(t, poolGet(t, env, "nfs1").Cleanups)
+			require.Equal(t, 10*gib, poolGet(t, env, "ceph-a").Reserved)
+			env.Call(t, "storage", "set-node-resource-capacity", rm, nil)
+			require.Empty(t, poolGet(t, env, "nfs1").Attachments)
+			_, err := os.Lstat(filepath.Join(b, object))
+			require.True(t, os.IsNotExist(err))
+			noDrift(t, env)
+		})
+	})
+}

@@ -30,8 +30,10 @@ type DeclarationChange struct {
 
 // ApplyDeclarations applies a request to a node's declarations. objs are the
 // objects the node's record keeps: a pool the node still keeps objects in
-// cannot be dropped (failed_precondition naming the pool and the count).
-// Pools a request declares must each have a path of their
+// cannot be dropped (failed_precondition naming the pool and the count),
+// nor a pool one of them is moving into (failed_precondition naming the
+// object and the move: the move could then neither settle nor be aborted
+// on this node). Pools a request declares must each have a path of their
 // own (Declarations.Apart).
 func ApplyDeclarations(cur Declarations, req DeclarationRequest, objs Objects) (DeclarationChange, error) {
 	next := cur.Clone()
@@ -74,6 +76,12 @@ func ApplyDeclarations(cur Declarations, req DeclarationRequest, objs Objects) (
 		if _, ok := next.Pools[id]; !ok {
 			if n := held[id]; n > 0 {
 				return DeclarationChange{}, types.Errorf(types.FailedPrecondition, "pool %s still has %d objects on this node; move or remove them before dropping the pool", id, n)
+			}
+			if obj, ok := objs.MovingInto(id); ok {
+				o := objs[obj]
+				return DeclarationChange{}, types.Errorf(types.FailedPrecondition,
+					"object %s is moving from pool %s into pool %s; finish or abort that move (storage pools move %s --to %s --command-id %s [--abort]) before dropping the pool",
+					obj, o.Pool, id, obj, id, o.MoveCommandID)
 			}
 			change.Removed = append(change.Removed, id)
 		}

@@ -158,6 +158,16 @@ func (o Objects) CountByPool() map[string]int {
 	return n
 }
 
+// MovingInto names the first object (by id) a move is copying into pool id.
+func (o Objects) MovingInto(id string) (string, bool) {
+	for _, obj := range o.IDs() {
+		if o[obj].MovingTo == id {
+			return obj, true
+		}
+	}
+	return "", false
+}
+
 // HeldBytes sums the bytes of the objects this node holds, per pool (the
 // storage_pool_held_bytes metric).
 func (o Objects) HeldBytes() map[string]int64 {
