@@ -140,3 +140,29 @@ func TestPoolDropWhileMovingIn(t *testing.T) {
 		})
 	})
 }
+
+// TestPoolMoveCommandIDOfAnotherCommand: a move refuses a --command-id
+// another operator command was run with (already_exists), writing nothing.
+func TestPoolMoveCommandIDOfAnotherCommand(t *testing.T) {
+	t.Parallel()
+	testenv.Backends(t, func(t *testing.T, env *testenv.Env) {
+		a, b, _, objects := movablePoolObjects(t, env, 1)
+		object := objects[0]
+		require.NoError(t, os.MkdirAll(filepath.Join(a, object), 0o755))
+		require.NoError(t, os.WriteFile(filepath.Join(a, object, "f"), []byte("data"), 0o644))
+		env.OpOK(t, "storage", nil, "pools", "set-capacity", "nfs1", "200G", "--if-version", "1", "--command-id", "c1")
+		before := env.Dump(t)
+		for _, abort := range []bool{false, true} {
+			args := []string{"pools", "move", object, "--to", "nfs1", "--node", "n1", "--command-id", "c1"}
+			if abort {
+				args = append(args, "--abort")
+			}
+			res := env.Op(t, "storage", args...)
+			require.Equal(t, 6, res.Code, res.Stderr)
+			require.Equal(t, "storage: pools move: already_exists: command id c1 was used for another command; give the move an id of its own\n", res.Stderr)
+			require.Equal(t, before, env.Dump(t))
+		}
+		require.Equal(t, objectState{Pool: "ceph-a", State: "AVAILABLE"}, poolObject(t, env, object))
+		require.NoDirExists(t, filepath.Join(b, object))
+	})
+}

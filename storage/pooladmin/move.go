@@ -107,10 +107,17 @@ func MoveSteps(ctx context.Context, step Step, r MoveRequest) (pool.ObjectView, 
 	// progress).
 	transition := func(decide func(mr pool.MoveRequest) (pool.MoveOutcome, error)) (done bool, err error) {
 		keys := dedupe([]string{nodes.RecordPrefix("storage") + holder, nodes.RecordPrefix("storage") + r.Node,
-			nodes.RegistrationKey(r.Node), nodes.SessionKey(r.Node), storage.PoolKey(from), storage.PoolKey(r.To)})
+			nodes.RegistrationKey(r.Node), nodes.SessionKey(r.Node), storage.PoolKey(from), storage.PoolKey(r.To),
+			nodes.CommandKey(r.CommandID)})
 		err = step(func(sctx context.Context, a *Admin) error {
 			return store.Update(sctx, a.Store, keys, func(tx *store.Tx) error {
 				done = false
+				// A move's id names the move (on its object's record) and
+				// is never kept at /commands/; an id kept there belongs to
+				// another operator command.
+				if _, taken := tx.Get(nodes.CommandKey(r.CommandID)); taken {
+					return types.Errorf(types.AlreadyExists, "command id %s was used for another command; give the move an id of its own", r.CommandID)
+				}
 				hdata, ok := tx.Get(keys[0])
 				if !ok {
 					return types.Errorf(types.Aborted, "node %s's record went away; run the move again", holder)
