@@ -1,7 +1,13 @@
 package cmd
 
 import (
+	"context"
+	"errors"
+	"fmt"
+	"os"
+	"os/signal"
 	"strconv"
+	"syscall"
 	"time"
 
 	"github.com/urfave/cli/v2"
@@ -102,7 +108,9 @@ func (r *runner) poolsCommand() *cli.Command {
 					&cli.BoolFlag{Name: "abort", Usage: "undo a move that did not settle: remove the target copy and release the target's reservation"},
 					&cli.BoolFlag{Name: "progress", Usage: "print the copy's progress on stderr: files and bytes copied of the total (default: when stderr is a terminal)"},
 				},
-				Action: Run(r, spec{name: "pools move", args: []positional{pool.ValidObjectID}, mode: config.WriteExisting}, func(op *operation) (nodes.Answer[pool.ObjectView], error) {
+				// long: the copy takes as long as the data needs, and the
+				// store is opened for each store step only.
+				Action: Run(r, spec{name: "pools move", args: []positional{pool.ValidObjectID}, mode: config.WriteExisting, long: true}, func(op *operation) (nodes.Answer[pool.ObjectView], error) {
 					if op.c.String("to") == "" || op.c.String("node") == "" {
 						return read(pool.ObjectView{}, types.Invalid("--to and --node are required"))
 					}
@@ -121,7 +129,9 @@ func (r *runner) poolsCommand() *cli.Command {
 						req.Progress = line.update
 						defer line.finish()
 					}
-					return read(admin(op.store).Move(op.ctx, req))
+					ctx, stop := interruptible(op.ctx)
+					defer stop()
+					return read(pooladmin.MoveSteps(ctx, storeSteps(op), req))
 				}, func(o pool.ObjectView, _ time.Time) []block {
 					return objectListTables(pooladmin.Objects{Objects: []pool.ObjectView{o}}, time.Time{})
 				}),
@@ -162,6 +172,40 @@ func (r *runner) poolsCommand() *cli.Command {
 				}, func(d pool.Drift, _ time.Time) []block { return driftTables([]pool.Drift{d}) }),
 			},
 		},
+	}
+}
+
+// interruptible is parent cancelled, with the signal named as the cause,
+// when the process gets SIGINT or SIGTERM: a move's copy, which runs under
+// no deadline, stops there, and the same command resumes it.
+func interruptible(parent context.Context) (context.Context, func()) {
+	ctx, cancel := context.WithCancelCause(parent)
+	sigs := make(chan os.Signal, 1)
+	signal.Notify(sigs, syscall.SIGINT, syscall.SIGTERM)
+	go func() {
+		select {
+		case sig := <-sigs:
+			cancel(fmt.Errorf("interrupted by %s", sig))
+		case <-ctx.Done():
+		}
+	}()
+	return ctx, func() {
+		signal.Stop(sigs)
+		cancel(nil)
+	}
+}
+
+// storeSteps runs each store step of a long pool command on a store opened
+// for it, under etcd.call_timeout; a step that runs out of it says so.
+func storeSteps(op *operation) pooladmin.Step {
+	return func(fn func(context.Context, *pooladmin.Admin) error) error {
+		err := op.withStore(func(ctx context.Context, s store.Store) error {
+			return fn(ctx, &pooladmin.Admin{Store: s})
+		})
+		if errors.Is(err, context.DeadlineExceeded) {
+			return types.Wrap(types.Unavailable, err, fmt.Sprintf("a store call ran out of etcd.call_timeout (%s)", op.cfg.Etcd.CallTimeout))
+		}
+		return err
 	}
 }
 

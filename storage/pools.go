@@ -43,7 +43,7 @@ func (r *Resource) setDeclarations(d pool.Declarations) {
 // declare applies a request's pool declarations to the node's capacity: a
 // pool the node still keeps objects in cannot be dropped.
 func (n *Node) declare(req pool.DeclarationRequest) error {
-	change, err := pool.ApplyDeclarations(n.Declarations(), req, n.Objects().CountByPool())
+	change, err := pool.ApplyDeclarations(n.Declarations(), req, n.Objects())
 	if err != nil {
 		return err
 	}

@@ -16,6 +16,7 @@ type poolView struct {
 	Reserved    int64   `json:"reserved_bytes"`
 	Version     int64   `json:"version"`
 	Objects     int64   `json:"object_count"`
+	Cleanups    int64   `json:"cleanup_count"`
 	LostAt      *string `json:"lost_at"`
 	Attachments []struct {
 		Node        string `json:"node_id"`

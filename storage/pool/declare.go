@@ -28,11 +28,14 @@ type DeclarationChange struct {
 	Removed      []string
 }
 
-// ApplyDeclarations applies a request to a node's declarations. held counts
-// the node's objects per pool (Objects.CountByPool): a pool the node still
-// keeps objects in cannot be dropped (failed_precondition naming the pool
-// and the count).
-func ApplyDeclarations(cur Declarations, req DeclarationRequest, held map[string]int) (DeclarationChange, error) {
+// ApplyDeclarations applies a request to a node's declarations. objs are the
+// objects the node's record keeps: a pool the node still keeps objects in
+// cannot be dropped (failed_precondition naming the pool and the count),
+// nor a pool one of them is moving into (failed_precondition naming the
+// object and the move: the move could then neither settle nor be aborted
+// on this node). Pools a request declares must each have a path of their
+// own (Declarations.Apart).
+func ApplyDeclarations(cur Declarations, req DeclarationRequest, objs Objects) (DeclarationChange, error) {
 	next := cur.Clone()
 	if next.Pools == nil {
 		next.Pools = map[string]Declaration{}
@@ -62,11 +65,23 @@ func ApplyDeclarations(cur Declarations, req DeclarationRequest, held map[string
 		}
 		delete(next.Pools, id)
 	}
+	if req.Pools != nil {
+		if err := next.Apart(); err != nil {
+			return DeclarationChange{}, err
+		}
+	}
+	held := objs.CountByPool()
 	var change DeclarationChange
 	for _, id := range cur.IDs() {
 		if _, ok := next.Pools[id]; !ok {
 			if n := held[id]; n > 0 {
 				return DeclarationChange{}, types.Errorf(types.FailedPrecondition, "pool %s still has %d objects on this node; move or remove them before dropping the pool", id, n)
+			}
+			if obj, ok := objs.MovingInto(id); ok {
+				o := objs[obj]
+				return DeclarationChange{}, types.Errorf(types.FailedPrecondition,
+					"object %s is moving from pool %s into pool %s; finish or abort that move (storage pools move %s --to %s --command-id %s [--abort]) before dropping the pool",
+					obj, o.Pool, id, obj, id, o.MoveCommandID)
 			}
 			change.Removed = append(change.Removed, id)
 		}

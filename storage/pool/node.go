@@ -4,6 +4,7 @@ import (
 	"encoding/json"
 	"maps"
 	"slices"
+	"strings"
 
 	"github.com/eru-extend/resources/types"
 )
@@ -62,6 +63,35 @@ func (d Declarations) Validate() error {
 		}
 	}
 	return nil
+}
+
+// Apart checks that every pool of the node has a place of its own: no two
+// pools at one path, and no pool's path inside another's. A pool's copy of
+// an object is <path>/<object>; two pools sharing a place would share that
+// copy, and a move between them, or removing one pool's copy, would remove
+// the other's data. It is checked when a request declares pools, not on
+// stored declarations (a record written before the check still decodes).
+func (d Declarations) Apart() error {
+	ids := d.IDs()
+	for i, a := range ids {
+		for _, b := range ids[i+1:] {
+			pa, pb := d.Pools[a].Path, d.Pools[b].Path
+			switch {
+			case pa == pb:
+				return types.Invalid("pools %s and %s are both declared at %s; each pool needs a path of its own", a, b, pa)
+			case Within(pb, pa):
+				return types.Invalid("pool %s's path %s is inside pool %s's path %s; each pool needs a path of its own", b, pb, a, pa)
+			case Within(pa, pb):
+				return types.Invalid("pool %s's path %s is inside pool %s's path %s; each pool needs a path of its own", a, pa, b, pb)
+			}
+		}
+	}
+	return nil
+}
+
+// Within reports whether the clean absolute path p lies below dir.
+func Within(p, dir string) bool {
+	return strings.HasPrefix(p, strings.TrimSuffix(dir, "/")+"/")
 }
 
 // DecodeDeclarations reads the stored declarations strictly from the raw
@@ -126,6 +156,16 @@ func (o Objects) CountByPool() map[string]int {
 		n[obj.Pool]++
 	}
 	return n
+}
+
+// MovingInto names the first object (by id) a move is copying into pool id.
+func (o Objects) MovingInto(id string) (string, bool) {
+	for _, obj := range o.IDs() {
+		if o[obj].MovingTo == id {
+			return obj, true
+		}
+	}
+	return "", false
 }
 
 // HeldBytes sums the bytes of the objects this node holds, per pool (the

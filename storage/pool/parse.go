@@ -124,6 +124,9 @@ func ParsePools(raw json.RawMessage) (map[string]Declaration, error) {
 			}
 			out[id] = d
 		}
+		if err := (Declarations{Pools: out}).Apart(); err != nil {
+			return nil, err
+		}
 		return out, nil
 	}
 	if err := decodeStrict(raw, &out); err != nil {

@@ -57,6 +57,8 @@ func TestParsePools(t *testing.T) {
 		{"an empty list declares no pool", `[]`, map[string]Declaration{}, ""},
 		{"absent says nothing", ``, nil, ""},
 		{"a pool given twice is refused", `["a:/x","a:/y"]`, nil, "declared twice"},
+		{"two pools at one path are refused", `["pa:/mnt/shared","pb:/mnt/shared"]`, nil, "pools pa and pb are both declared at /mnt/shared"},
+		{"a pool inside another's path is refused", `["pa:/mnt/a/b","pb:/mnt/a"]`, nil, "pool pa's path /mnt/a/b is inside pool pb's path /mnt/a"},
 		{"a number is refused", `5`, nil, "want a list"},
 		{"a stored form with an unknown field is refused", `{"a":{"path":"/x","n":1}}`, nil, "unknown field"},
 		{"a stored form with a bad path is refused", `{"a":{"path":"x"}}`, nil, "not absolute"},

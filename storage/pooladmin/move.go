@@ -2,6 +2,7 @@ package pooladmin
 
 import (
 	"context"
+	"time"
 
 	"github.com/eru-extend/resources/nodes"
 	"github.com/eru-extend/resources/storage"
@@ -21,12 +22,28 @@ type MoveRequest struct {
 	Progress func(move.Progress)
 }
 
-// Move runs a move on this host, which is node Node and reaches both
+// Step runs fn, one store step of a command that lasts longer than a store
+// call, with an Admin on a store opened for it and under the store-call
+// budget (etcd.call_timeout); the store is closed after (the embedded
+// store's lock is held only while a step runs).
+type Step func(fn func(ctx context.Context, a *Admin) error) error
+
+// Move runs a move with every store step on a.Store under ctx, the copy
+// too (MoveSteps takes them apart).
+func (a *Admin) Move(ctx context.Context, r MoveRequest) (pool.ObjectView, error) {
+	return MoveSteps(ctx, func(fn func(context.Context, *Admin) error) error { return fn(ctx, a) }, r)
+}
+
+// MoveSteps runs a move on this host, which is node Node and reaches both
 // pools: start (reserve in the target), copy, settle (the object lives in
 // the target, the source keeps a cleanup entry), remove the source copy and
 // drop the entry. Each transaction compares the holder's record and both
 // pool records. With Abort it undoes a move that did not settle.
-func (a *Admin) Move(ctx context.Context, r MoveRequest) (pool.ObjectView, error) {
+//
+// Every store call runs in a step of its own; ctx bounds only the file
+// work (the copy, the removals), which takes as long as the data needs:
+// the store-call budget is no measure of it.
+func MoveSteps(ctx context.Context, step Step, r MoveRequest) (pool.ObjectView, error) {
 	if err := pool.ValidObjectID(r.Object); err != nil {
 		return pool.ObjectView{}, err
 	}
@@ -36,9 +53,23 @@ func (a *Admin) Move(ctx context.Context, r MoveRequest) (pool.ObjectView, error
 	if r.CommandID == "" {
 		r.CommandID = "move-" + r.Object + "-" + r.To
 	}
-	st, err := a.read(ctx)
-	if err != nil {
+	var (
+		st  *state
+		now time.Time
+	)
+	if err := step(func(sctx context.Context, a *Admin) (err error) {
+		now = a.now()
+		st, err = a.read(sctx)
+		return err
+	}); err != nil {
 		return pool.ObjectView{}, err
+	}
+	object := func() (v pool.ObjectView, err error) {
+		err = step(func(sctx context.Context, a *Admin) error {
+			v, err = a.Object(sctx, r.Object)
+			return err
+		})
+		return v, err
 	}
 	holder := ""
 	for name, n := range st.nodes {
@@ -57,103 +88,124 @@ func (a *Admin) Move(ctx context.Context, r MoveRequest) (pool.ObjectView, error
 	if from == r.To {
 		// Already there (a move that settled, run again): nothing to do,
 		// and an abort must not touch what is now the object's data.
-		return a.Object(ctx, r.Object)
+		return object()
 	}
 	fromDecl, okFrom := copier.Capacity.Pools[from]
 	toDecl, okTo := copier.Capacity.Pools[r.To]
 	if !okFrom || !okTo {
 		return pool.ObjectView{}, types.Errorf(types.FailedPrecondition, "node %s does not declare both pools %s and %s", r.Node, from, r.To)
 	}
-	// step runs one transition; done reports a step with nothing to do (a
-	// replay, or an abort of a move that is not in progress).
-	step := func(decide func(mr pool.MoveRequest) (pool.MoveOutcome, error)) (done bool, err error) {
+	if why := move.Overlap(fromDecl.Path, toDecl.Path); why != "" && !r.Abort {
+		// Refused before anything is written: the copy would be the object
+		// itself, and an abort would remove it. (An abort is let through:
+		// it releases a move started before this check, keeping the data.)
+		return pool.ObjectView{}, types.Errorf(types.FailedPrecondition, "node %s declares pools %s and %s at one place (%s): a move between them would copy object %s onto itself; give each pool a path of its own",
+			r.Node, from, r.To, why, r.Object)
+	}
+	// transition runs one step of the move; done reports a step with
+	// nothing to do (a replay, or an abort of a move that is not in
+	// progress).
+	transition := func(decide func(mr pool.MoveRequest) (pool.MoveOutcome, error)) (done bool, err error) {
 		keys := dedupe([]string{nodes.RecordPrefix("storage") + holder, nodes.RecordPrefix("storage") + r.Node,
-			nodes.RegistrationKey(r.Node), nodes.SessionKey(r.Node), storage.PoolKey(from), storage.PoolKey(r.To)})
-		err = store.Update(ctx, a.Store, keys, func(tx *store.Tx) error {
-			done = false
-			hdata, ok := tx.Get(keys[0])
-			if !ok {
-				return types.Errorf(types.Aborted, "node %s's record went away; run the move again", holder)
-			}
-			h, err := storage.DecodeNode(hdata)
-			if err != nil {
-				return types.Wrap(types.DataLoss, err, "storage record of node "+holder)
-			}
-			pools := map[string]*pool.Record{}
-			for _, id := range []string{from, r.To} {
-				if rec, err := getRecord(tx, id); err == nil {
-					pools[id] = rec
+			nodes.RegistrationKey(r.Node), nodes.SessionKey(r.Node), storage.PoolKey(from), storage.PoolKey(r.To),
+			nodes.CommandKey(r.CommandID)})
+		err = step(func(sctx context.Context, a *Admin) error {
+			return store.Update(sctx, a.Store, keys, func(tx *store.Tx) error {
+				done = false
+				// A move's id names the move (on its object's record) and
+				// is never kept at /commands/; an id kept there belongs to
+				// another operator command.
+				if _, taken := tx.Get(nodes.CommandKey(r.CommandID)); taken {
+					return types.Errorf(types.AlreadyExists, "command id %s was used for another command; give the move an id of its own", r.CommandID)
 				}
-			}
-			reach := map[string]bool{}
-			checks := map[string]nodes.PoolCheck{}
-			if e, err := nodes.ReadEntry(r.Node, tx.Get); err == nil && e.Reg != nil && e.Reg.Observation != nil {
-				checks = e.Reg.Observation.Pools
-			}
-			for id := range copier.Capacity.Pools {
-				c, checked := checks[id]
-				reach[id] = !checked || c.Available
-			}
-			out, err := decide(pool.MoveRequest{Node: r.Node, Reach: reach, Holder: holder, Objects: h.Usage.PoolObjects,
-				ID: r.Object, To: r.To, CommandID: r.CommandID, Pools: pools})
-			if err != nil || out.Done {
-				done = out.Done
-				return err
-			}
-			h.Usage.PoolObjects = out.Objects
-			data, err := storage.Rules{}.Encode(h)
-			if err != nil {
-				return err
-			}
-			tx.Put(keys[0], data)
-			for _, rec := range out.Pools {
-				if err := putRecord(tx, rec); err != nil {
+				hdata, ok := tx.Get(keys[0])
+				if !ok {
+					return types.Errorf(types.Aborted, "node %s's record went away; run the move again", holder)
+				}
+				h, err := storage.DecodeNode(hdata)
+				if err != nil {
+					return types.Wrap(types.DataLoss, err, "storage record of node "+holder)
+				}
+				pools := map[string]*pool.Record{}
+				for _, id := range []string{from, r.To} {
+					if rec, err := getRecord(tx, id); err == nil {
+						pools[id] = rec
+					}
+				}
+				reach := map[string]bool{}
+				checks := map[string]nodes.PoolCheck{}
+				if e, err := nodes.ReadEntry(r.Node, tx.Get); err == nil && e.Reg != nil && e.Reg.Observation != nil {
+					checks = e.Reg.Observation.Pools
+				}
+				for id := range copier.Capacity.Pools {
+					c, checked := checks[id]
+					reach[id] = !checked || c.Available
+				}
+				out, err := decide(pool.MoveRequest{Node: r.Node, Reach: reach, Holder: holder, Objects: h.Usage.PoolObjects,
+					ID: r.Object, To: r.To, CommandID: r.CommandID, Pools: pools})
+				if err != nil || out.Done {
+					done = out.Done
 					return err
 				}
-			}
-			return nil
+				h.Usage.PoolObjects = out.Objects
+				data, err := storage.Rules{}.Encode(h)
+				if err != nil {
+					return err
+				}
+				tx.Put(keys[0], data)
+				for _, rec := range out.Pools {
+					if err := putRecord(tx, rec); err != nil {
+						return err
+					}
+				}
+				return nil
+			})
 		})
 		return done, err
 	}
 	drop := func(id string) error {
-		return store.Update(ctx, a.Store, []string{storage.PoolKey(id)}, func(tx *store.Tx) error {
-			rec, err := getRecord(tx, id)
-			if err != nil {
-				return err
-			}
-			next, ok := pool.DropCleanup(rec, r.Object)
-			if !ok {
-				return nil
-			}
-			return putRecord(tx, next)
+		return step(func(sctx context.Context, a *Admin) error {
+			return store.Update(sctx, a.Store, []string{storage.PoolKey(id)}, func(tx *store.Tx) error {
+				rec, err := getRecord(tx, id)
+				if err != nil {
+					return err
+				}
+				next, ok := pool.DropCleanup(rec, r.Object)
+				if !ok {
+					return nil
+				}
+				return putRecord(tx, next)
+			})
 		})
 	}
-	now := a.now()
 	if r.Abort {
-		done, err := step(func(mr pool.MoveRequest) (pool.MoveOutcome, error) { return pool.AbortMove(mr, now) })
+		done, err := transition(func(mr pool.MoveRequest) (pool.MoveOutcome, error) { return pool.AbortMove(mr, now) })
 		if err != nil {
 			return pool.ObjectView{}, err
 		}
 		if done {
 			// Nothing moving under this command: the target copy, if any,
 			// is live data now, never removed here.
-			return a.Object(ctx, r.Object)
+			return object()
 		}
-		if err := move.Abort(toDecl.Path, r.Object); err != nil {
+		if err := move.Abort(fromDecl.Path, toDecl.Path, r.Object); err != nil {
 			return pool.ObjectView{}, types.Wrap(types.Unavailable, err, "removing the target copy")
 		}
 		if err := drop(r.To); err != nil {
 			return pool.ObjectView{}, err
 		}
-		return a.Object(ctx, r.Object)
+		return object()
 	}
-	if _, err := step(pool.StartMove); err != nil {
+	if _, err := transition(pool.StartMove); err != nil {
 		return pool.ObjectView{}, err
 	}
 	if err := move.Copy(ctx, fromDecl.Path, toDecl.Path, r.Object, move.Options{Progress: r.Progress}); err != nil {
-		return pool.ObjectView{}, types.Wrap(types.Unavailable, err, "copying "+r.Object+" (run the same command again to resume, or --abort)")
+		if ctx.Err() != nil {
+			err = context.Cause(ctx)
+		}
+		return pool.ObjectView{}, types.Wrap(types.Unavailable, err, "copying "+r.Object+" stopped (run the same command again to resume, or --abort)")
 	}
-	if _, err := step(func(mr pool.MoveRequest) (pool.MoveOutcome, error) { return pool.SettleMove(mr, now) }); err != nil {
+	if _, err := transition(func(mr pool.MoveRequest) (pool.MoveOutcome, error) { return pool.SettleMove(mr, now) }); err != nil {
 		return pool.ObjectView{}, err
 	}
 	if err := move.Remove(fromDecl.Path, r.Object); err != nil {
@@ -162,7 +214,7 @@ func (a *Admin) Move(ctx context.Context, r MoveRequest) (pool.ObjectView, error
 	if err := drop(from); err != nil {
 		return pool.ObjectView{}, err
 	}
-	return a.Object(ctx, r.Object)
+	return object()
 }
 
 // Cleaned is `storage pools cleanup`'s answer: the copies removed.

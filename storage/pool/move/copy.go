@@ -72,8 +72,8 @@ func PathsOf(from, to, id string) (Paths, error) {
 			return Paths{}, fmt.Errorf("pool path: %w", err)
 		}
 	}
-	if from == to {
-		return Paths{}, fmt.Errorf("source and target pool paths are both %s", from)
+	if why := Overlap(from, to); why != "" {
+		return Paths{}, errors.New(why)
 	}
 	return Paths{
 		Source:  filepath.Join(from, id),
@@ -81,6 +81,34 @@ func PathsOf(from, to, id string) (Paths, error) {
 		Partial: filepath.Join(to, "."+id+".partial"),
 		Scratch: filepath.Join(to, "."+id+".scratch"),
 	}, nil
+}
+
+// Overlap says why the pool paths from and to cannot take a move between
+// them on this host: they are one place (by name, by what the names
+// resolve to, or as one directory reached twice, a bind mount), or one is
+// inside the other. "" when they are apart.
+func Overlap(from, to string) string {
+	rf, rt := resolve(from), resolve(to)
+	switch {
+	case from == to || rf == rt:
+		return fmt.Sprintf("source and target pool paths %s and %s are one place", from, to)
+	case pool.Within(rt, rf), pool.Within(rf, rt):
+		return fmt.Sprintf("source and target pool paths %s and %s are one inside the other", from, to)
+	}
+	a, errA := os.Stat(from)
+	b, errB := os.Stat(to)
+	if errA == nil && errB == nil && os.SameFile(a, b) {
+		return fmt.Sprintf("source and target pool paths %s and %s are one directory", from, to)
+	}
+	return ""
+}
+
+// resolve is path with its symlinks resolved, or path when it cannot be.
+func resolve(path string) string {
+	if r, err := filepath.EvalSymlinks(path); err == nil {
+		return r
+	}
+	return path
 }
 
 // Copy copies <from>/<id> to <to>/<id>. A finished copy (<to>/<id> exists)
@@ -137,21 +165,43 @@ func Copy(ctx context.Context, from, to, id string, opt Options) error {
 	return syncDir(filepath.Dir(p.Target))
 }
 
-// Abort removes every trace of a copy of id under the target pool path:
-// the partial tree, the scratch files and a finished copy. It must only
-// run for a move that did not settle (after the settle <to>/<id> is the
-// object itself).
-func Abort(to, id string) error {
-	p, err := PathsOf("/nonexistent-source", to, id)
-	if err != nil {
+// Abort removes every trace of a copy of id from pool path from under the
+// target pool path to: the partial tree, the scratch files and a finished
+// copy. It must only run for a move that did not settle (after the settle
+// <to>/<id> is the object itself). Whatever is the source object itself,
+// or holds it, is never removed: a target at the source's place (pools
+// declared at one path before that was refused) keeps the data.
+func Abort(from, to, id string) error {
+	if err := pool.ValidObjectID(id); err != nil {
 		return err
 	}
-	for _, dir := range []string{p.Partial, p.Scratch, p.Target} {
-		if err := removeAll(dir); err != nil {
-			return fmt.Errorf("removing %s: %w", dir, err)
+	for _, p := range []string{from, to} {
+		if err := pool.ValidPath(p); err != nil {
+			return fmt.Errorf("pool path: %w", err)
+		}
+	}
+	source := filepath.Join(from, id)
+	for _, path := range []string{filepath.Join(to, "."+id+".partial"), filepath.Join(to, "."+id+".scratch"), filepath.Join(to, id)} {
+		if holds(path, source) {
+			continue
+		}
+		if err := removeAll(path); err != nil {
+			return fmt.Errorf("removing %s: %w", path, err)
 		}
 	}
 	return syncDir(to)
+}
+
+// holds reports whether removing path would remove source: the same
+// place, by name, resolved, or as one file, or a directory above it.
+func holds(path, source string) bool {
+	rp, rs := resolve(path), resolve(source)
+	if path == source || rp == rs || pool.Within(rs, rp) || pool.Within(source, path) {
+		return true
+	}
+	a, errA := os.Lstat(path)
+	b, errB := os.Lstat(source)
+	return errA == nil && errB == nil && os.SameFile(a, b)
 }
 
 // Remove removes the copy of object id under pool path root: the source a

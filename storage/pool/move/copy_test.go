@@ -236,15 +236,15 @@ func TestCopy(t *testing.T) {
 		makeTree(t, from)
 		killMidway(t, from, to, 1<<20)
 		require.NotEmpty(t, entries(t, to))
-		require.NoError(t, Abort(to, obj))
+		require.NoError(t, Abort(from, to, obj))
 		require.Empty(t, entries(t, to))
-		require.NoError(t, Abort(to, obj), "aborting twice is harmless")
+		require.NoError(t, Abort(from, to, obj), "aborting twice is harmless")
 	})
 	t.Run("abort of a finished but unsettled copy removes it, read-only directories included", func(t *testing.T) {
 		from, to := pools(t)
 		makeTree(t, from)
 		require.NoError(t, Copy(context.Background(), from, to, obj, Options{}))
-		require.NoError(t, Abort(to, obj))
+		require.NoError(t, Abort(from, to, obj))
 		require.Empty(t, entries(t, to))
 		require.DirExists(t, filepath.Join(from, obj))
 	})
@@ -279,7 +279,8 @@ func TestCopy(t *testing.T) {
 	}{
 		{"a bad object id is refused", "/a", "/b", "../etc", "object id"},
 		{"a relative pool path is refused", "a", "/b", obj, "not absolute"},
-		{"the same pool path on both sides is refused", "/a", "/a", obj, "both /a"},
+		{"the same pool path on both sides is refused", "/a", "/a", obj, "source and target pool paths /a and /a are one place"},
+		{"a target path inside the source's is refused", "/a", "/a/b", obj, "are one inside the other"},
 		{"a missing source is an error", "/nonexistent-pool-a", "/nonexistent-pool-b", obj, "reading the source copy"},
 	}
 	for _, tc := range refusals {
@@ -294,6 +295,38 @@ func TestCopy(t *testing.T) {
 		err := Copy(context.Background(), from, to, obj, Options{})
 		require.ErrorContains(t, err, "pipe is")
 		require.ErrorContains(t, err, "not a regular file, directory or symlink")
+	})
+}
+
+func TestOverlapAndAbortKeepTheSource(t *testing.T) {
+	t.Run("two names of one directory through a symlink overlap", func(t *testing.T) {
+		from, _ := pools(t)
+		link := filepath.Join(t.TempDir(), "alias")
+		require.NoError(t, os.Symlink(from, link))
+		require.Contains(t, Overlap(from, link), "are one place")
+		require.ErrorContains(t, Copy(context.Background(), from, link, obj, Options{}), "are one place")
+	})
+	t.Run("two separate directories are apart", func(t *testing.T) {
+		from, to := pools(t)
+		require.Empty(t, Overlap(from, to))
+	})
+	t.Run("an abort whose target is the source's place removes the partial copy and keeps the object", func(t *testing.T) {
+		from, _ := pools(t)
+		makeTree(t, from)
+		want := snapshot(t, filepath.Join(from, obj))
+		require.NoError(t, os.Mkdir(filepath.Join(from, "."+obj+".partial"), 0o700))
+		require.NoError(t, Abort(from, from, obj))
+		require.Equal(t, want, snapshot(t, filepath.Join(from, obj)))
+		require.NoDirExists(t, filepath.Join(from, "."+obj+".partial"))
+	})
+	t.Run("an abort whose target reaches the source through a symlink keeps the object", func(t *testing.T) {
+		from, _ := pools(t)
+		makeTree(t, from)
+		want := snapshot(t, filepath.Join(from, obj))
+		link := filepath.Join(t.TempDir(), "alias")
+		require.NoError(t, os.Symlink(from, link))
+		require.NoError(t, Abort(from, link, obj))
+		require.Equal(t, want, snapshot(t, filepath.Join(from, obj)))
 	})
 }
 

@@ -87,7 +87,7 @@ func TestMoveFlow(t *testing.T) {
 		out, err = pool.AbortMove(r, now)
 		require.NoError(t, err)
 		store(t, records, nodes, &r, out)
-		require.NoError(t, Abort(to, obj))
+		require.NoError(t, Abort(from, to, obj))
 		rec, dropped := pool.DropCleanup(records["nfs1"], obj)
 		require.True(t, dropped)
 		records["nfs1"] = rec
