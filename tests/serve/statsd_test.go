@@ -48,6 +48,36 @@ func TestGaugesArePushedToStatsd(t *testing.T) {
 	})
 }
 
+// TestPushesStartOnceADeadStatsdComesUp: a statsd that is down when the
+// daemon starts gets the gauges once it listens, without a restart.
+func TestPushesStartOnceADeadStatsdComesUp(t *testing.T) {
+	t.Parallel() // light on the CPU: runs beside the tests that wait on etcd
+	env := testenv.NewEmbedded(t)
+	if d := env.Daemon(); d != nil {
+		d.Stop(t)
+	}
+	env.Call(t, "storage", "add-node", obj{"nodename": "n1", "resource": obj{"storage": "1T"}}, nil)
+	pc, err := net.ListenPacket("udp", "127.0.0.1:0")
+	require.NoError(t, err)
+	addr := pc.LocalAddr().String()
+	require.NoError(t, pc.Close()) // statsd is down while the daemon starts
+	writeConfig(t, env, env.ConfigYAML(), "statsd:", "  address: "+addr, "  interval: 50ms")
+	d := env.Serve(t, "")
+	require.Eventually(t, func() bool { return strings.Contains(d.Log(), "statsd: pushing nothing") }, 10*time.Second, 10*time.Millisecond)
+
+	pc, err = net.ListenPacket("udp", addr)
+	require.NoError(t, err)
+	defer pc.Close()
+	buf := make([]byte, 65536)
+	var got strings.Builder
+	require.NoError(t, pc.SetReadDeadline(time.Now().Add(20*time.Second)))
+	for !strings.Contains(got.String(), "core.node.n1.storage.capacity:1099511627776|g") {
+		n, _, err := pc.ReadFrom(buf)
+		require.NoError(t, err, "statsd received %q after it came up", got.String()[:min(got.Len(), 600)])
+		got.Write(buf[:n])
+	}
+}
+
 // TestADeadStatsdBlocksNothing points the push at a port nobody reads and
 // checks that calls and scrapes go on.
 func TestADeadStatsdBlocksNothing(t *testing.T) {
