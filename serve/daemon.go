@@ -178,11 +178,12 @@ func (d *Daemon) FlowControl() *flowcontrol.Controller { return d.flow }
 
 // Reload re-reads the configuration file (on SIGHUP) and applies its
 // `flowcontrol:` section: calls admitted keep their seats, queued calls stay
-// queued. A file that cannot be read or whose section is refused changes
-// nothing (the error says why). Other sections are not applied: when only
-// the flowcontrol section changed, forwarded calls go on being served;
-// when another changed, they are declined (and run by the binaries) until
-// the daemon restarts, as for any file changed under a running daemon.
+// queued. A file that cannot be read changes nothing, and a refused section
+// leaves the flow control as it was (the error says why). Other sections are
+// not applied: when only the flowcontrol section changed (applied or
+// refused), forwarded calls go on being served; when another changed, they
+// are declined (and run by the binaries) until the daemon restarts, as for
+// any file changed under a running daemon.
 func (d *Daemon) Reload() error {
 	d.reloadMu.Lock()
 	defer d.reloadMu.Unlock()
@@ -202,24 +203,32 @@ func (d *Daemon) Reload() error {
 	if err != nil {
 		return err
 	}
+	var flowErr error
 	if d.flow != nil {
 		fc, err := FlowConfig(next)
-		if err != nil {
-			return err
+		if err == nil {
+			err = d.flow.Reload(fc)
+			if err != nil {
+				err = types.Invalid("config %s: %s", file, err.Error())
+			}
 		}
-		if err := d.flow.Reload(fc); err != nil {
-			return types.Invalid("config %s: %s", file, err.Error())
-		}
+		flowErr = err
 	}
 	sc, err := ParseConfig(data, file)
 	if err != nil || !sameSettings(d.cfg, next) || !reflect.DeepEqual(sc, d.serve) {
+		if flowErr != nil {
+			return flowErr
+		}
 		d.log.Warn("config reloaded: only its flowcontrol section applies; other sections changed, so forwarded calls are declined until the daemon restarts", "file", file)
 		return nil
 	}
+	// Every section the binaries read is the one the daemon serves with,
+	// so the file's calls are served again, even when its flowcontrol
+	// section was refused (the daemon keeps the one it runs).
 	d.filesMu.Lock()
 	d.files[file] = served{cfg: d.files[file].cfg, size: fi.Size(), mtime: fi.ModTime()}
 	d.filesMu.Unlock()
-	return nil
+	return flowErr
 }
 
 // sameSettings reports whether two configurations of one file differ only

@@ -117,7 +117,12 @@ func TestSIGHUPReloadsFlowControlWithoutDroppingCalls(t *testing.T) {
 	write(flowSection("refused", 5)) // hand_size 5 > queues 4
 	require.NoError(t, d.Cmd.Process.Signal(syscall.SIGHUP))
 	require.Eventually(t, func() bool { return strings.Contains(d.Log(), "reload refused") }, 10*time.Second, 20*time.Millisecond)
+	// The refused section is the only change: the daemon keeps its flow
+	// control and goes on serving the file's calls (the binaries do not
+	// read that section, so their answers are the same).
+	before = d.Forwarded(t)
 	moreAnswered(6)
+	require.Greater(t, d.Forwarded(t), before, "calls are forwarded after a refused reload")
 	close(stop)
 	wg.Wait()
 	require.Contains(t, d.Log(), "flowcontrol.levels[1].limit_response.hand_size")
