@@ -149,6 +149,9 @@ func Run[T any](r *runner, sp spec, body func(op *operation) (nodes.Answer[T], e
 		cmd := nodes.Command{ID: c.String("command-id"), Args: canonical(sp.name, args, c)}
 		if c.IsSet("if-version") {
 			v := c.Int64("if-version")
+			if v < 0 {
+				return fail(types.Invalid("--if-version %d: a record's version is 0 or more", v))
+			}
 			cmd.IfVersion = &v
 		}
 		if c.Bool("dry-run") {

@@ -180,6 +180,12 @@ func TestOvercommitIfVersion(t *testing.T) {
 				require.Contains(t, opFail(t, env, 5, "overcommit", "set-node", "--if-version", "2", "n1", "--command-id", "v1"), "aborted")
 			})
 		})
+		t.Run("a negative version is invalid_argument and writes nothing", func(t *testing.T) {
+			unchanged(t, env, func() {
+				require.Equal(t, "compute: overcommit set-node: invalid_argument: --if-version -1: a record's version is 0 or more",
+					opFail(t, env, 2, "overcommit", "set-node", "n1", "--cpu", "4000", "--if-version", "-1"))
+			})
+		})
 		t.Run("the current version passes", func(t *testing.T) {
 			var n nodeRatios
 			env.OpOK(t, bin, &n, "overcommit", "set-node", "n1", "--cpu", "4000", "--if-version", "1")

@@ -489,6 +489,8 @@ func TestOperatorCommandConventions(t *testing.T) {
 				{[]string{"nodes", "drain", "n1", "--command-id", "a", "--command-id", "b"}, "invalid_argument: --command-id is given twice: give it once"},
 				{[]string{"nodes", "drain", "n1", "-o", "json", "--output=yaml"}, "invalid_argument: --output is given twice: give it once"},
 				{[]string{"nodes", "drain", "n1", "--wait", "--wait"}, "invalid_argument: --wait is given twice: give it once"},
+				// A version is never negative: no record can be at -1.
+				{[]string{"nodes", "drain", "n1", "--if-version", "-1"}, "invalid_argument: --if-version -1: a record's version is 0 or more"},
 			}
 			for _, c := range cases {
 				line := opFails(t, env, 2, c.args...)
