@@ -8,6 +8,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
+	"log/slog"
 	"net"
 	"net/http"
 	"os"
@@ -416,7 +417,14 @@ func (c Config) ReadHTTPFiles(file string) (HTTPFiles, error) {
 // configuration, mTLS when it asks for client certificates) until the
 // server is shut down; it returns once listening.
 func (d *Daemon) ListenHTTP(addr string, files HTTPFiles) (*http.Server, net.Listener, error) {
-	srv := &http.Server{Handler: d.Handler(files.Token), ReadHeaderTimeout: 10 * time.Second}
+	srv := &http.Server{
+		Handler:           d.Handler(files.Token),
+		ReadHeaderTimeout: 10 * time.Second,
+		// What net/http reports itself (TLS handshake errors, a handler's
+		// superfluous WriteHeader, a panic in one) goes to the daemon's
+		// log, in its format, instead of bare lines through package log.
+		ErrorLog: slog.NewLogLogger(d.log.Handler(), slog.LevelWarn),
+	}
 	ln, err := net.Listen("tcp", addr)
 	if err != nil {
 		return nil, nil, fmt.Errorf("serve.http %s: %w", addr, err)
