@@ -64,7 +64,11 @@ func DefaultConfig(dir string) Config {
 // wd). Unknown keys in it are refused, naming the file.
 func LoadConfig(file, wd string) (Config, error) {
 	if file == "" {
-		return DefaultConfig(wd), nil
+		cfg := DefaultConfig(wd)
+		if err := checkSocket(cfg.Socket, "the default, "+forward.DefaultSocket+" in the working directory"); err != nil {
+			return Config{}, err
+		}
+		return cfg, nil
 	}
 	data, err := os.ReadFile(file)
 	if err != nil {
@@ -100,10 +104,20 @@ func ParseConfig(data []byte, file string) (Config, error) {
 		return Config{}, types.Invalid("config %s: serve.socket_mode: %q is not octal permission bits like 0660", file, cfg.SocketMode)
 	}
 	cfg.mode = os.FileMode(mode)
+	socketIs := ""
+	switch {
+	case cfg.Socket == DefaultConfig(dir).Socket:
+		socketIs = "the default, " + forward.DefaultSocket + " beside the config file"
+	case !filepath.IsAbs(cfg.Socket):
+		socketIs = "relative to the config's folder"
+	}
 	for _, p := range []*string{&cfg.Socket, &cfg.TokenFile, &cfg.TLS.Cert, &cfg.TLS.Key, &cfg.TLS.ClientCA} {
 		if *p != "" && !filepath.IsAbs(*p) {
 			*p = filepath.Join(dir, *p)
 		}
+	}
+	if err := checkSocket(cfg.Socket, socketIs); err != nil {
+		return Config{}, types.Wrap(types.InvalidArgument, err, "config "+file)
 	}
 	switch {
 	case cfg.ShutdownGrace <= 0:
@@ -118,6 +132,20 @@ func ParseConfig(data []byte, file string) (Config, error) {
 		return Config{}, types.Invalid("config %s: serve.tls.client_ca: needs tls.cert and tls.key", file)
 	}
 	return cfg, nil
+}
+
+// checkSocket refuses a socket path longer than a unix socket address
+// holds: binding it fails with a bare "invalid argument", after the daemon
+// has already started, so the config is refused when it is read instead.
+// is says where the path came from, when not straight from the key.
+func checkSocket(path, is string) error {
+	if len(path) <= forward.MaxSocketPath {
+		return nil
+	}
+	if is != "" {
+		is = " (" + is + ")"
+	}
+	return types.Invalid("serve.socket: path is %d bytes%s, a unix socket path allows at most %d", len(path), is, forward.MaxSocketPath)
 }
 
 func oneLine(err error) string {

@@ -1,11 +1,24 @@
 package serve
 
 import (
+	"crypto/ecdsa"
+	"crypto/elliptic"
+	"crypto/rand"
+	"crypto/tls"
+	"crypto/x509"
+	"crypto/x509/pkix"
+	"encoding/pem"
+	"math/big"
+	"net"
 	"os"
+	"path/filepath"
+	"strings"
 	"testing"
 	"time"
 
 	"github.com/stretchr/testify/require"
+
+	"github.com/eru-extend/resources/types"
 )
 
 func TestParseConfig(t *testing.T) {
@@ -40,15 +53,125 @@ func TestParseConfig(t *testing.T) {
 		{"a duration that is not one is refused", "serve:\n  cache_wait: soon\n", nil, "serve: yaml"},
 		{"a certificate without its key is refused", "serve:\n  tls: {cert: c.pem}\n", nil, "serve.tls: cert and key go together"},
 		{"a client CA without a certificate is refused", "serve:\n  tls: {client_ca: ca.pem}\n", nil, "serve.tls.client_ca: needs tls.cert and tls.key"},
+		{"a socket path of 107 bytes, the most a unix socket address holds, is taken", "serve:\n  socket: " + pathOf(107) + "\n", func(t *testing.T, c Config) {
+			require.Equal(t, pathOf(107), c.Socket)
+		}, ""},
+		{"a socket path of 108 bytes is refused naming the key, its length and the limit", "serve:\n  socket: " + pathOf(108) + "\n", nil,
+			"config /etc/eru/storage.yaml: serve.socket: path is 108 bytes, a unix socket path allows at most 107"},
+		{"a relative socket path too long once resolved is refused saying so", "serve:\n  socket: " + strings.Repeat("s", 100) + "\n", nil,
+			"config /etc/eru/storage.yaml: serve.socket: path is 109 bytes (relative to the config's folder), a unix socket path allows at most 107"},
 	} {
 		t.Run(c.name, func(t *testing.T) {
 			cfg, err := ParseConfig([]byte(c.doc), "/etc/eru/storage.yaml")
 			if c.err != "" {
 				require.ErrorContains(t, err, c.err)
+				require.Equal(t, types.InvalidArgument, types.ClassOf(err))
+				require.NotContains(t, err.Error(), "\n")
 				return
 			}
 			require.NoError(t, err)
 			c.check(t, cfg)
 		})
 	}
+}
+
+// pathOf is an absolute path of n bytes.
+func pathOf(n int) string {
+	return "/" + strings.Repeat("p", n-len("/.sock")) + ".sock"
+}
+
+// TestTheDefaultSocketIsCheckedToo: a config file in a folder so deep that
+// the default socket beside it does not fit an address is refused the same
+// way, saying the path is the default; so is the working directory's
+// default when there is no config file.
+func TestTheDefaultSocketIsCheckedToo(t *testing.T) {
+	deep := "/" + strings.Repeat("d", 100)
+	t.Run("beside a config file", func(t *testing.T) {
+		_, err := ParseConfig([]byte("etcd:\n  prefix: /x\n"), deep+"/storage.yaml")
+		require.Equal(t, types.InvalidArgument, types.ClassOf(err))
+		require.EqualError(t, err, "config "+deep+"/storage.yaml: serve.socket: path is 120 bytes (the default, eru-resources.sock beside the config file), a unix socket path allows at most 107")
+	})
+	t.Run("in the working directory without a config file", func(t *testing.T) {
+		_, err := LoadConfig("", deep)
+		require.Equal(t, types.InvalidArgument, types.ClassOf(err))
+		require.EqualError(t, err, "serve.socket: path is 120 bytes (the default, eru-resources.sock in the working directory), a unix socket path allows at most 107")
+	})
+}
+
+// TestReadHTTPFiles: the files the serve section names for HTTP are read
+// before the daemon creates anything; one that is missing, empty or not
+// what its key wants is the operator's configuration error
+// (invalid_argument), on one line naming the key and the path.
+func TestReadHTTPFiles(t *testing.T) {
+	dir := t.TempDir()
+	writeSelfSigned(t, dir, "server")
+	writeSelfSigned(t, dir, "other")
+	require.NoError(t, os.WriteFile(filepath.Join(dir, "tok"), []byte("s3cret\n"), 0o600))
+	require.NoError(t, os.WriteFile(filepath.Join(dir, "empty"), []byte(" \n"), 0o600))
+	require.NoError(t, os.WriteFile(filepath.Join(dir, "text"), []byte("not a certificate\n"), 0o600))
+	file := filepath.Join(dir, "storage.yaml")
+	at := func(name string) string { return filepath.Join(dir, name) }
+	for _, c := range []struct {
+		name, section string
+		err           string // the whole message; "" for none
+		check         func(t *testing.T, f HTTPFiles)
+	}{
+		{"a token file and TLS files that are there are read", "token_file: tok\n  tls: {cert: server.pem, key: server-key.pem, client_ca: other.pem}", "", func(t *testing.T, f HTTPFiles) {
+			require.Equal(t, "s3cret", f.Token)
+			require.NotNil(t, f.TLS)
+			require.Len(t, f.TLS.Certificates, 1)
+			require.Equal(t, tls.RequireAndVerifyClientCert, f.TLS.ClientAuth)
+		}},
+		{"without files there is no token and no TLS", "http: 127.0.0.1:0", "", func(t *testing.T, f HTTPFiles) {
+			require.Equal(t, HTTPFiles{}, f)
+		}},
+		{"a missing token file is refused naming the key and the path", "token_file: nope.tok",
+			"config " + file + ": serve.token_file: open " + at("nope.tok") + ": no such file or directory", nil},
+		{"an empty token file is refused naming the key and the path", "token_file: empty",
+			"config " + file + ": serve.token_file: " + at("empty") + " is empty", nil},
+		{"a missing certificate is refused naming the key and the path", "tls: {cert: nope.pem, key: server-key.pem}",
+			"config " + file + ": serve.tls.cert: open " + at("nope.pem") + ": no such file or directory", nil},
+		{"a missing key is refused naming the key and the path", "tls: {cert: server.pem, key: nope-key.pem}",
+			"config " + file + ": serve.tls.key: open " + at("nope-key.pem") + ": no such file or directory", nil},
+		{"a key of another certificate is refused naming both keys and paths", "tls: {cert: server.pem, key: other-key.pem}",
+			"config " + file + ": serve.tls.cert " + at("server.pem") + ", serve.tls.key " + at("other-key.pem") + ": tls: private key does not match public key", nil},
+		{"a missing client CA is refused naming the key and the path", "tls: {cert: server.pem, key: server-key.pem, client_ca: nope-ca.pem}",
+			"config " + file + ": serve.tls.client_ca: open " + at("nope-ca.pem") + ": no such file or directory", nil},
+		{"a client CA with no certificate in it is refused naming the key and the path", "tls: {cert: server.pem, key: server-key.pem, client_ca: text}",
+			"config " + file + ": serve.tls.client_ca: " + at("text") + ": no certificate in it", nil},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			sc, err := ParseConfig([]byte("serve:\n  "+c.section+"\n"), file)
+			require.NoError(t, err)
+			f, err := sc.ReadHTTPFiles(file)
+			if c.err != "" {
+				require.EqualError(t, err, c.err)
+				require.Equal(t, types.InvalidArgument, types.ClassOf(err))
+				require.Equal(t, 2, types.ClassOf(err).ExitCode())
+				return
+			}
+			require.NoError(t, err)
+			c.check(t, f)
+		})
+	}
+}
+
+// writeSelfSigned writes NAME.pem and NAME-key.pem, a self-signed
+// certificate for 127.0.0.1 and its key, in dir.
+func writeSelfSigned(t *testing.T, dir, name string) {
+	t.Helper()
+	key, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
+	require.NoError(t, err)
+	tmpl := &x509.Certificate{
+		SerialNumber: big.NewInt(1), Subject: pkix.Name{CommonName: name},
+		NotBefore: time.Now().Add(-time.Hour), NotAfter: time.Now().Add(time.Hour),
+		IPAddresses: []net.IP{net.IPv4(127, 0, 0, 1)}, IsCA: true, BasicConstraintsValid: true,
+		KeyUsage: x509.KeyUsageCertSign | x509.KeyUsageDigitalSignature,
+	}
+	der, err := x509.CreateCertificate(rand.Reader, tmpl, tmpl, &key.PublicKey, key)
+	require.NoError(t, err)
+	keyDER, err := x509.MarshalECPrivateKey(key)
+	require.NoError(t, err)
+	require.NoError(t, os.WriteFile(filepath.Join(dir, name+".pem"), pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: der}), 0o644))
+	require.NoError(t, os.WriteFile(filepath.Join(dir, name+"-key.pem"), pem.EncodeToMemory(&pem.Block{Type: "EC PRIVATE KEY", Bytes: keyDER}), 0o600))
 }

@@ -8,6 +8,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
+	"log/slog"
 	"net"
 	"net/http"
 	"os"
@@ -355,46 +356,81 @@ func writeError(w http.ResponseWriter, status int, code, msg string) {
 	_ = json.NewEncoder(w).Encode(map[string]string{"code": code, "message": msg})
 }
 
-// ListenHTTP serves the handler on addr (HTTPS with the TLS files, mTLS with
-// a client CA) until ctx ends; it returns once listening.
-func (d *Daemon) ListenHTTP(addr string) (*http.Server, net.Listener, error) {
-	token := ""
-	if d.serve.TokenFile != "" {
-		data, err := os.ReadFile(d.serve.TokenFile)
+// HTTPFiles is what the HTTP listener takes from the files the serve
+// section names: the operator API's bearer token ("" for none: the API is
+// read-only) and, for HTTPS, the TLS configuration (nil for plain HTTP).
+type HTTPFiles struct {
+	Token string
+	TLS   *tls.Config
+}
+
+// ReadHTTPFiles reads serve.token_file and the serve.tls files of the config
+// file. The daemon reads them before it creates anything: a file that is
+// missing, empty or not what its key wants is the operator's configuration
+// error (invalid_argument, as for the etcd TLS files), named by its key and
+// path on one line, not a reason to retry.
+func (c Config) ReadHTTPFiles(file string) (HTTPFiles, error) {
+	var f HTTPFiles
+	bad := func(format string, args ...any) error {
+		return types.Errorf(types.InvalidArgument, "config %s: "+format, append([]any{file}, args...)...)
+	}
+	if c.TokenFile != "" {
+		data, err := os.ReadFile(c.TokenFile)
 		if err != nil {
-			return nil, nil, fmt.Errorf("serve.token_file: %w", err)
+			return HTTPFiles{}, bad("serve.token_file: %w", err)
 		}
-		token = strings.TrimSpace(string(data))
-		if token == "" {
-			return nil, nil, fmt.Errorf("serve.token_file %s is empty", d.serve.TokenFile)
+		if f.Token = strings.TrimSpace(string(data)); f.Token == "" {
+			return HTTPFiles{}, bad("serve.token_file: %s is empty", c.TokenFile)
 		}
 	}
-	srv := &http.Server{Handler: d.Handler(token), ReadHeaderTimeout: 10 * time.Second}
+	if c.TLS.Cert == "" {
+		return f, nil
+	}
+	certPEM, err := os.ReadFile(c.TLS.Cert)
+	if err != nil {
+		return HTTPFiles{}, bad("serve.tls.cert: %w", err)
+	}
+	keyPEM, err := os.ReadFile(c.TLS.Key)
+	if err != nil {
+		return HTTPFiles{}, bad("serve.tls.key: %w", err)
+	}
+	cert, err := tls.X509KeyPair(certPEM, keyPEM)
+	if err != nil {
+		return HTTPFiles{}, bad("serve.tls.cert %s, serve.tls.key %s: %s", c.TLS.Cert, c.TLS.Key, oneLine(err))
+	}
+	f.TLS = &tls.Config{Certificates: []tls.Certificate{cert}, MinVersion: tls.VersionTLS12}
+	if c.TLS.ClientCA != "" {
+		pem, err := os.ReadFile(c.TLS.ClientCA)
+		if err != nil {
+			return HTTPFiles{}, bad("serve.tls.client_ca: %w", err)
+		}
+		pool := x509.NewCertPool()
+		if !pool.AppendCertsFromPEM(pem) {
+			return HTTPFiles{}, bad("serve.tls.client_ca: %s: no certificate in it", c.TLS.ClientCA)
+		}
+		f.TLS.ClientCAs, f.TLS.ClientAuth = pool, tls.RequireAndVerifyClientCert
+	}
+	return f, nil
+}
+
+// ListenHTTP serves the handler on addr (HTTPS when files has a TLS
+// configuration, mTLS when it asks for client certificates) until the
+// server is shut down; it returns once listening.
+func (d *Daemon) ListenHTTP(addr string, files HTTPFiles) (*http.Server, net.Listener, error) {
+	srv := &http.Server{
+		Handler:           d.Handler(files.Token),
+		ReadHeaderTimeout: 10 * time.Second,
+		// What net/http reports itself (TLS handshake errors, a handler's
+		// superfluous WriteHeader, a panic in one) goes to the daemon's
+		// log, in its format, instead of bare lines through package log.
+		ErrorLog: slog.NewLogLogger(d.log.Handler(), slog.LevelWarn),
+	}
 	ln, err := net.Listen("tcp", addr)
 	if err != nil {
 		return nil, nil, fmt.Errorf("serve.http %s: %w", addr, err)
 	}
-	if d.serve.TLS.Cert != "" {
-		cert, err := tls.LoadX509KeyPair(d.serve.TLS.Cert, d.serve.TLS.Key)
-		if err != nil {
-			_ = ln.Close()
-			return nil, nil, fmt.Errorf("serve.tls: %w", err)
-		}
-		tc := &tls.Config{Certificates: []tls.Certificate{cert}, MinVersion: tls.VersionTLS12}
-		if d.serve.TLS.ClientCA != "" {
-			pem, err := os.ReadFile(d.serve.TLS.ClientCA)
-			if err != nil {
-				_ = ln.Close()
-				return nil, nil, fmt.Errorf("serve.tls.client_ca: %w", err)
-			}
-			pool := x509.NewCertPool()
-			if !pool.AppendCertsFromPEM(pem) {
-				_ = ln.Close()
-				return nil, nil, fmt.Errorf("serve.tls.client_ca %s: no certificate in it", d.serve.TLS.ClientCA)
-			}
-			tc.ClientCAs, tc.ClientAuth = pool, tls.RequireAndVerifyClientCert
-		}
-		ln = tls.NewListener(ln, tc)
+	if files.TLS != nil {
+		ln = tls.NewListener(ln, files.TLS)
 	}
 	go func() { _ = srv.Serve(ln) }()
 	return srv, ln, nil

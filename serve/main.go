@@ -48,6 +48,15 @@ func Main(name string, args []string, stderr io.Writer) int {
 	if err != nil {
 		return fail(err)
 	}
+	// The files the HTTP listener needs are read before anything is
+	// created (the store opened, the socket bound): a config naming one
+	// that is not there is refused as it stands.
+	var files HTTPFiles
+	if sc.HTTP != "" {
+		if files, err = sc.ReadHTTPFiles(cfg.File); err != nil {
+			return fail(err)
+		}
+	}
 	log := slog.New(slog.NewJSONHandler(stderr, nil)).With("daemon", name+" serve", "pid", os.Getpid())
 	if cfg.Log.File != "" {
 		f, err := os.OpenFile(cfg.Log.File, os.O_APPEND|os.O_CREATE|os.O_WRONLY, 0o644)
@@ -78,7 +87,7 @@ func Main(name string, args []string, stderr io.Writer) int {
 	go d.ServeSocket()
 	listening := []any{"socket", sc.Socket}
 	if sc.HTTP != "" {
-		srv, ln, err := d.ListenHTTP(sc.HTTP)
+		srv, ln, err := d.ListenHTTP(sc.HTTP, files)
 		if err != nil {
 			_ = d.Shutdown(0)
 			return fail(types.Wrap(types.Unavailable, err, "listen"))

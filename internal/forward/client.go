@@ -81,8 +81,11 @@ func Forward(c Call) Outcome {
 	}
 	cfg := Resolve(explicit, c.Binary, wd)
 	sock := SocketPath(cfg, wd)
-	if !socketExists(sock) {
-		return o // no daemon: the binary reads its stdin itself
+	if len(sock) > MaxSocketPath || !socketExists(sock) {
+		// No daemon (none can listen on a path longer than a socket
+		// address holds: it refuses such a config): the binary reads its
+		// stdin itself.
+		return o
 	}
 	// Stdin is read before connecting, so that the request follows the
 	// connection at once: the daemon, woken by the connection, finds the

@@ -1,8 +1,12 @@
 package forward
 
 import (
+	"bytes"
+	"io"
+	"net"
 	"os"
 	"path/filepath"
+	"strings"
 	"testing"
 
 	"github.com/stretchr/testify/require"
@@ -105,4 +109,41 @@ func TestResolveFollowsTheCommandTreesOrder(t *testing.T) {
 			require.Equal(t, found, Resolve("", c.binary, dir), "the command tree reads the same file")
 		})
 	}
+}
+
+// TestACallForASocketPathTooLongRunsLocally: serve.socket longer than a
+// unix socket address holds (the daemon refuses such a config) names no
+// daemon the binary could reach, even when a socket file is there (bound
+// by a relative name): the binary runs the call itself at once, without
+// reading its stdin first or printing anything.
+func TestACallForASocketPathTooLongRunsLocally(t *testing.T) {
+	t.Setenv(EnvNoForward, "")
+	dir := filepath.Join(t.TempDir(), strings.Repeat("d", 60))
+	require.NoError(t, os.Mkdir(dir, 0o755))
+	name := strings.Repeat("s", 60) + ".sock"
+	require.Greater(t, len(filepath.Join(dir, name)), MaxSocketPath)
+	require.NoError(t, os.WriteFile(filepath.Join(dir, "storage.yaml"), []byte("serve:\n  socket: "+name+"\n"), 0o644))
+	t.Chdir(dir)
+	ln, err := net.Listen("unix", name) // relative: fits the address
+	require.NoError(t, err)
+	defer ln.Close()
+
+	stdin := &watchedReader{r: strings.NewReader(`{"nodename": "n1"}`)}
+	var out, errb bytes.Buffer
+	o := Forward(Call{Binary: "storage", Args: []string{"get-node-resource-info"}, Stdin: stdin, Stdout: &out, Stderr: &errb})
+	require.False(t, o.Handled)
+	require.False(t, o.ReadStdin)
+	require.False(t, stdin.read, "stdin is left for the local call")
+	require.Empty(t, out.String())
+	require.Empty(t, errb.String())
+}
+
+type watchedReader struct {
+	r    io.Reader
+	read bool
+}
+
+func (w *watchedReader) Read(p []byte) (int, error) {
+	w.read = true
+	return w.r.Read(p)
 }

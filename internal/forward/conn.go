@@ -12,6 +12,12 @@ import (
 // net's poller nor its resolver (which would link the C library).
 type conn struct{ fd int }
 
+// MaxSocketPath is the longest path a unix socket address holds (its
+// sun_path, less the terminating NUL): 107 bytes on Linux. A longer path
+// can name no socket anyone could bind or connect to; the daemon refuses
+// a serve.socket longer than this when it reads its config.
+const MaxSocketPath = len(unix.RawSockaddrUnix{}.Path) - 1
+
 // dial connects to the unix socket at path.
 func dial(path string) (*conn, error) {
 	fd, err := unix.Socket(unix.AF_UNIX, unix.SOCK_STREAM|unix.SOCK_CLOEXEC, 0)

@@ -1,0 +1,93 @@
+package serve_test
+
+import (
+	"os"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"testing"
+
+	"github.com/stretchr/testify/require"
+
+	"github.com/eru-extend/resources/tests/testenv"
+)
+
+// TestServeRefusesAConfigErrorBeforeCreatingAnything: a serve section the
+// daemon cannot work with — a socket path longer than a unix socket
+// address holds, a token or TLS file that is not there — is the operator's
+// configuration error: `storage serve` exits 2 (invalid_argument) with one
+// line naming the key, and leaves the folder as it found it (no socket,
+// no store).
+func TestServeRefusesAConfigErrorBeforeCreatingAnything(t *testing.T) {
+	t.Parallel() // light on the CPU: every daemon here stops at once
+	for _, c := range []struct {
+		name  string
+		lines func(dir string) []string
+		says  func(dir string) string
+	}{
+		{"a socket path longer than a unix socket address holds is refused with its length and the limit",
+			func(string) []string { return []string{"socket: " + strings.Repeat("s", 120) + ".sock"} },
+			func(dir string) string {
+				n := len(filepath.Join(dir, strings.Repeat("s", 120)+".sock"))
+				return "serve.socket: path is " + strconv.Itoa(n) + " bytes (relative to the config's folder), a unix socket path allows at most 107"
+			}},
+		{"a missing token file is refused naming the key and the path",
+			func(string) []string { return []string{"http: 127.0.0.1:0", "token_file: nope.tok"} },
+			func(dir string) string {
+				return "serve.token_file: open " + filepath.Join(dir, "nope.tok") + ": no such file or directory"
+			}},
+		{"a missing certificate is refused naming the key and the path",
+			func(string) []string {
+				return []string{"http: 127.0.0.1:0", "tls:", "  cert: nope.pem", "  key: nope-key.pem"}
+			},
+			func(dir string) string {
+				return "serve.tls.cert: open " + filepath.Join(dir, "nope.pem") + ": no such file or directory"
+			}},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			env := testenv.NewEmbedded(t)
+			if d := env.Daemon(); d != nil {
+				d.Stop(t)
+			}
+			writeConfig(t, env, env.ConfigYAML(), c.lines(env.Dir)...)
+			before := listing(t, env.Dir)
+			res := env.Exec(t, "storage", nil, "serve")
+			require.Equal(t, 2, res.Code, describe(res))
+			require.Empty(t, res.Stdout)
+			require.Equal(t, "storage: serve: invalid_argument: config "+filepath.Join(env.Dir, "storage.yaml")+": "+c.says(env.Dir)+"\n", res.Stderr)
+			require.Equal(t, before, listing(t, env.Dir), "nothing created")
+		})
+	}
+}
+
+// TestCallsWithASocketPathTooLongRunLocally: the binaries, full and front,
+// find the same too-long serve.socket; no daemon can listen there, so they
+// run the call themselves, printing only its answer.
+func TestCallsWithASocketPathTooLongRunLocally(t *testing.T) {
+	t.Parallel()
+	env := testenv.NewEmbedded(t)
+	if d := env.Daemon(); d != nil {
+		d.Stop(t)
+	}
+	writeConfig(t, env, env.ConfigYAML(), "socket: "+strings.Repeat("s", 120)+".sock")
+	file := filepath.Join(env.Dir, "storage.yaml")
+	want := local(t, env, "storage", nil, "--config", file, "name")
+	require.Equal(t, 0, want.Code, describe(want))
+	front := thinFront(t)
+	for _, bin := range []string{testenv.Bin(t, "storage"), filepath.Join(front, "storage")} {
+		res := execPath(t, env, bin, nil, []string{"--config", file, "name"})
+		require.Equal(t, want, res, bin)
+	}
+}
+
+// listing is the names in dir, sorted.
+func listing(t *testing.T, dir string) []string {
+	t.Helper()
+	entries, err := os.ReadDir(dir)
+	require.NoError(t, err)
+	names := make([]string, 0, len(entries))
+	for _, e := range entries {
+		names = append(names, e.Name())
+	}
+	return names
+}
