@@ -211,7 +211,7 @@ func (d *Daemon) Reload() error {
 			return types.Invalid("config %s: %s", file, err.Error())
 		}
 	}
-	sc, err := ParseConfig(data, file)
+	sc, err := SectionConfig(next, d.wd)
 	if err != nil || !sameSettings(d.cfg, next) || !reflect.DeepEqual(sc, d.serve) {
 		d.log.Warn("config reloaded: only its flowcontrol section applies; other sections changed, so forwarded calls are declined until the daemon restarts", "file", file)
 		return nil
