@@ -19,7 +19,7 @@ import (
 // oneLevel is a single Limited level "only" with ServerCL seats.
 func oneLevel(serverCL int, lr *LimitResponse) Config {
 	return Config{
-		ServerConcurrency: serverCL,
+		ServerConcurrency: ptr(serverCL),
 		Levels:            []Level{{Name: "only", Type: TypeLimited, LimitResponse: lr}},
 		Schemas:           []Schema{{Name: "all", Precedence: 1, Level: "only", Distinguisher: DistinguishByCaller, Match: Match{Any: true}}},
 	}
@@ -235,7 +235,7 @@ func TestReloadKeepsAdmittedRequestsInTheirSeats(t *testing.T) {
 	require.NoError(t, err)
 
 	next := DefaultConfig()
-	next.ServerConcurrency = 8
+	next.ServerConcurrency = ptr(8)
 	next.Levels = append(next.Levels[:2], next.Levels[3:]...) // drop the operator level
 	next.Schemas = append(next.Schemas[:3], next.Schemas[4:]...)
 	require.NoError(t, c.Reload(next))

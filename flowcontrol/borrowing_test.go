@@ -19,7 +19,7 @@ func twoLevelConfig(serverCL int, lend, borrow [2]int) Config {
 			Match: Match{Verbs: []string{fmt.Sprintf("verb%d", i)}}})
 	}
 	schemas = append(schemas, Schema{Name: "rest", Precedence: 10000, Level: "pl0", Match: Match{Any: true}})
-	return Config{ServerConcurrency: serverCL, Levels: levels, Schemas: schemas}
+	return Config{ServerConcurrency: ptr(serverCL), Levels: levels, Schemas: schemas}
 }
 
 // checkAdjustments verifies the limits right after every re-division.

@@ -39,8 +39,10 @@ const (
 
 // Config is the `flowcontrol:` section of the configuration.
 type Config struct {
-	// ServerConcurrency is ServerCL, the seats the Limited levels share.
-	ServerConcurrency int      `yaml:"server_concurrency"`
+	// ServerConcurrency is ServerCL, the seats the Limited levels share;
+	// absent means 64. A pointer, as the level's numbers are, so that an
+	// explicit 0 is refused rather than taken for the default.
+	ServerConcurrency *int     `yaml:"server_concurrency,omitempty"`
 	Levels            []Level  `yaml:"levels"`
 	Schemas           []Schema `yaml:"schemas"`
 }
@@ -98,7 +100,7 @@ func DefaultConfig() Config {
 	}
 	reject := &LimitResponse{Type: ResponseReject}
 	return Config{
-		ServerConcurrency: DefaultServerConcurrency,
+		ServerConcurrency: ptr(DefaultServerConcurrency),
 		Levels: []Level{
 			{Name: "exempt", Type: TypeExempt, NominalConcurrencyShares: ptr(0), LendablePercent: ptr(0)},
 			{Name: "placement", Type: TypeLimited, NominalConcurrencyShares: ptr(40), LendablePercent: ptr(25),
@@ -152,7 +154,7 @@ func Decode(r io.Reader) (Config, error) {
 func (c Config) WithDefaults() Config {
 	def := DefaultConfig()
 	out := c
-	if out.ServerConcurrency == 0 {
+	if out.ServerConcurrency == nil {
 		out.ServerConcurrency = def.ServerConcurrency
 	}
 	if out.Levels == nil {
@@ -206,8 +208,8 @@ func (c Config) Validate() error {
 	bad := func(key, format string, args ...any) error {
 		return &ConfigError{Key: "flowcontrol." + key, Reason: fmt.Sprintf(format, args...)}
 	}
-	if c.ServerConcurrency < 1 {
-		return bad("server_concurrency", "%d: must be at least 1", c.ServerConcurrency)
+	if n := *c.ServerConcurrency; n < 1 {
+		return bad("server_concurrency", "%d: must be at least 1", n)
 	}
 	if len(c.Levels) == 0 {
 		return bad("levels", "no level defined")

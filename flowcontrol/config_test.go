@@ -11,7 +11,7 @@ func TestAnAbsentSectionGivesTheDefaultConfiguration(t *testing.T) {
 	cfg, err := Decode(strings.NewReader(""))
 	require.NoError(t, err)
 	require.Equal(t, DefaultConfig().WithDefaults(), cfg)
-	require.Equal(t, 64, cfg.ServerConcurrency)
+	require.Equal(t, 64, *cfg.ServerConcurrency)
 	require.Len(t, cfg.Levels, 5)
 	require.Len(t, cfg.Schemas, 5)
 }
@@ -76,7 +76,26 @@ schemas:
 	require.Equal(t, 8, *busy.LimitResponse.HandSize)
 	require.Equal(t, 50, *busy.LimitResponse.QueueLengthLimit)
 	require.Equal(t, 0, *cfg.Levels[1].NominalConcurrencyShares)
-	require.Equal(t, 64, cfg.ServerConcurrency)
+	require.Equal(t, 64, *cfg.ServerConcurrency)
+}
+
+func TestServerConcurrencyTakesTheDefaultOnlyWhenLeftOut(t *testing.T) {
+	for _, tc := range []struct {
+		name, doc string
+		want      int
+	}{
+		{"an absent key gives the default", "levels: null\n", DefaultServerConcurrency},
+		{"a key set to nothing gives the default", "server_concurrency:\n", DefaultServerConcurrency},
+		{"a key set to ~ gives the default", "server_concurrency: ~\n", DefaultServerConcurrency},
+		{"a key set to 1 is taken as written", "server_concurrency: 1\n", 1},
+		{"a key set to 8 is taken as written", "server_concurrency: 8\n", 8},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			cfg, err := Decode(strings.NewReader(tc.doc))
+			require.NoError(t, err)
+			require.Equal(t, tc.want, *cfg.ServerConcurrency)
+		})
+	}
 }
 
 func TestMalformedConfigurationsAreRefusedNamingTheKey(t *testing.T) {
@@ -141,6 +160,14 @@ levels: [{name: a, type: Limited, nominal_concurrency_shares: 0, limit_response:
 			"flowcontrol.levels: the nominal_concurrency_shares sum to 0"},
 		{"a negative server concurrency is refused", "server_concurrency: -1\n",
 			"flowcontrol.server_concurrency: -1: must be at least 1"},
+		{"a zero server concurrency is refused, not taken for the default", "server_concurrency: 0\n",
+			"flowcontrol.server_concurrency: 0: must be at least 1"},
+		{"zero queues are refused, not taken for the default", `
+levels: [{name: a, type: Limited, limit_response: {type: Queue, queues: 0}}]` + schemas,
+			"flowcontrol.levels[0].limit_response.queues: 0: must be at least 1"},
+		{"a zero hand size is refused, not taken for the default", `
+levels: [{name: a, type: Limited, limit_response: {type: Queue, hand_size: 0}}]` + schemas,
+			"flowcontrol.levels[0].limit_response.hand_size: 0: must be at least 1"},
 		{"an unknown distinguisher is refused", `
 levels: [{name: a, type: Limited, limit_response: {type: Reject}}]
 schemas: [{name: s, precedence: 5, level: a, distinguisher: user, match: {any: true}}]`,

@@ -222,7 +222,7 @@ func queueConfig(l Level) queueset.Config {
 
 // applyLocked installs a validated configuration.
 func (c *Controller) applyLocked(cfg Config) {
-	c.serverCL = cfg.ServerConcurrency
+	c.serverCL = *cfg.ServerConcurrency
 	shares := 0
 	for _, l := range cfg.Levels {
 		shares += *l.NominalConcurrencyShares

@@ -16,7 +16,7 @@ import (
 func kubeLevels() Config {
 	reject := &LimitResponse{Type: ResponseReject}
 	return Config{
-		ServerConcurrency: (40 + 100 + 5) * 6,
+		ServerConcurrency: ptr((40 + 100 + 5) * 6),
 		Levels: []Level{
 			{Name: "exempt", Type: TypeExempt},
 			{Name: "high", Type: TypeLimited, NominalConcurrencyShares: ptr(40), LendablePercent: ptr(50), LimitResponse: reject},
@@ -32,7 +32,7 @@ func TestExemptBorrowingDividesSeatsIntoExactIntegers(t *testing.T) {
 	c, err := New(kubeLevels(), clk, nil)
 	require.NoError(t, err)
 	defer c.Close()
-	serverCL := kubeLevels().ServerConcurrency
+	serverCL := *kubeLevels().ServerConcurrency
 	require.Equal(t, serverCL, c.nominalSum, "the nominal limits add up to ServerCL without rounding")
 	lv := func(name string) *level { return c.levels[name] }
 	setDemand := func(name string, seats float64) { lv(name).demand.Set(seats) }
@@ -82,7 +82,8 @@ func TestExemptBorrowingDividesSeatsIntoExactIntegers(t *testing.T) {
 func TestAnExemptFloodIsNeverQueuedOrRejectedAndLimitedLevelsKeepTheirMinimum(t *testing.T) {
 	cfg := DefaultConfig()
 	s := newSim(t, cfg)
-	flood := &simClient{req: Request{Path: "/healthz"}, threads: 5 * cfg.ServerConcurrency, exec: time.Second}
+	floodSize := 5 * *cfg.ServerConcurrency
+	flood := &simClient{req: Request{Path: "/healthz"}, threads: floodSize, exec: time.Second}
 	work := &simClient{req: Request{Verb: "calculate-deploy", Pod: "p"}, threads: 100, exec: 100 * time.Millisecond}
 	s.run(flood)
 	s.run(work)
@@ -93,14 +94,14 @@ func TestAnExemptFloodIsNeverQueuedOrRejectedAndLimitedLevelsKeepTheirMinimum(t 
 				if l.Type == TypeLimited {
 					require.GreaterOrEqual(t, lim.Current, lim.Min, "at %v level %s keeps its MinCL", at, l.Name)
 				} else {
-					require.Equal(t, 5*cfg.ServerConcurrency, lim.Current, "at %v the exempt level is granted its use", at)
+					require.Equal(t, floodSize, lim.Current, "at %v the exempt level is granted its use", at)
 				}
 			}
 		})
 	}
 	s.runUntil(time.Minute)
-	require.Equal(t, 5*cfg.ServerConcurrency, flood.maxRunning, "every exempt request ran at once")
-	require.InDelta(t, float64(5*cfg.ServerConcurrency), flood.executing.Results().Average, 1, "the exempt flood never waited")
+	require.Equal(t, floodSize, flood.maxRunning, "every exempt request ran at once")
+	require.InDelta(t, float64(floodSize), flood.executing.Results().Average, 1, "the exempt flood never waited")
 	s.c.mu.Lock()
 	for t2 := range s.c.waiting {
 		require.NotEqual(t, "exempt", t2.level, "no exempt request waits")
@@ -111,14 +112,14 @@ func TestAnExemptFloodIsNeverQueuedOrRejectedAndLimitedLevelsKeepTheirMinimum(t 
 	placement, _ := s.c.Limits("placement")
 	require.GreaterOrEqual(t, work.maxRunning, placement.Min, "placement still ran its MinCL")
 	t.Logf("exempt flood of %d: placement limit %d (MinCL %d), ran up to %d at once",
-		5*cfg.ServerConcurrency, placement.Current, placement.Min, work.maxRunning)
+		floodSize, placement.Current, placement.Min, work.maxRunning)
 }
 
 // jailConfig is a fixed four-seat level "work" (hand size 1), optionally
 // beside a jail: a level with no shares and no borrowing.
 func jailConfig(withJail bool) Config {
 	cfg := Config{
-		ServerConcurrency: 4,
+		ServerConcurrency: ptr(4),
 		Levels: []Level{{Name: "work", Type: TypeLimited, NominalConcurrencyShares: ptr(1), LendablePercent: ptr(0),
 			BorrowingLimitPercent: ptr(0),
 			LimitResponse:         &LimitResponse{Type: ResponseQueue, Queues: ptr(9), HandSize: ptr(1), QueueLengthLimit: ptr(8)}}},

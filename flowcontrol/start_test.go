@@ -16,7 +16,7 @@ import (
 func TestLimitsBeforeTheFirstReDivision(t *testing.T) {
 	clk := clock.NewFake(time.Date(2026, 3, 1, 0, 0, 0, 0, time.UTC))
 	cfg := DefaultConfig()
-	cfg.ServerConcurrency = 8
+	cfg.ServerConcurrency = ptr(8)
 	c, err := New(cfg, clk, nil)
 	require.NoError(t, err)
 	defer c.Close()
@@ -35,7 +35,7 @@ func TestLimitsBeforeTheFirstReDivision(t *testing.T) {
 		require.Equal(t, want.current, l.Current, want.level)
 		require.Equal(t, want.min, l.Min, want.level)
 	}
-	cfg.ServerConcurrency = 80
+	cfg.ServerConcurrency = ptr(80)
 	require.NoError(t, c.Reload(cfg))
 	l, _ := c.Limits("placement")
 	require.Equal(t, 50, l.Nominal)

@@ -1,16 +1,13 @@
 package serve
 
 import (
-	"bytes"
-	"fmt"
 	"os"
 	"path/filepath"
 	"strconv"
 	"strings"
 	"time"
 
-	"gopkg.in/yaml.v3"
-
+	"github.com/eru-extend/resources/cmd/config"
 	"github.com/eru-extend/resources/internal/forward"
 	"github.com/eru-extend/resources/types"
 )
@@ -64,11 +61,7 @@ func DefaultConfig(dir string) Config {
 // wd). Unknown keys in it are refused, naming the file.
 func LoadConfig(file, wd string) (Config, error) {
 	if file == "" {
-		cfg := DefaultConfig(wd)
-		if err := checkSocket(cfg.Socket, "the default, "+forward.DefaultSocket+" in the working directory"); err != nil {
-			return Config{}, err
-		}
-		return cfg, nil
+		return defaultsIn(wd)
 	}
 	data, err := os.ReadFile(file)
 	if err != nil {
@@ -80,24 +73,27 @@ func LoadConfig(file, wd string) (Config, error) {
 // ParseConfig decodes the serve section of a config document that came
 // from file.
 func ParseConfig(data []byte, file string) (Config, error) {
+	doc, err := config.Parse(data, file)
+	if err != nil {
+		return Config{}, err
+	}
+	return SectionConfig(doc, filepath.Dir(file))
+}
+
+// SectionConfig decodes the serve section of doc (read by package config;
+// without a file, the defaults beside wd). The section is decoded from the
+// file's own tree by config.DecodeSection, so that an unknown key or a value
+// of the wrong kind is refused naming the file, the key as written and its
+// line there, and saying what is wanted.
+func SectionConfig(doc *config.Config, wd string) (Config, error) {
+	if doc.File == "" {
+		return defaultsIn(wd)
+	}
+	file := doc.File
 	dir := filepath.Dir(file)
 	cfg := DefaultConfig(dir)
-	var doc struct {
-		Serve yaml.Node `yaml:"serve"`
-	}
-	if err := yaml.Unmarshal(data, &doc); err != nil {
-		return Config{}, types.Invalid("config %s: %s", file, oneLine(err))
-	}
-	if doc.Serve.Kind != 0 && doc.Serve.Tag != "!!null" {
-		section, err := yaml.Marshal(&doc.Serve)
-		if err != nil {
-			return Config{}, types.Invalid("config %s: serve: %s", file, oneLine(err))
-		}
-		dec := yaml.NewDecoder(bytes.NewReader(section))
-		dec.KnownFields(true)
-		if err := dec.Decode(&cfg); err != nil {
-			return Config{}, types.Invalid("config %s: serve: %s", file, oneLine(err))
-		}
+	if err := doc.DecodeSection("serve", &cfg); err != nil {
+		return Config{}, err
 	}
 	mode, err := strconv.ParseUint(strings.TrimPrefix(cfg.SocketMode, "0o"), 8, 32)
 	if err != nil || mode > 0o777 {
@@ -134,6 +130,16 @@ func ParseConfig(data []byte, file string) (Config, error) {
 	return cfg, nil
 }
 
+// defaultsIn is the configuration without a file: the defaults, with the
+// socket in the working directory wd.
+func defaultsIn(wd string) (Config, error) {
+	cfg := DefaultConfig(wd)
+	if err := checkSocket(cfg.Socket, "the default, "+forward.DefaultSocket+" in the working directory"); err != nil {
+		return Config{}, err
+	}
+	return cfg, nil
+}
+
 // checkSocket refuses a socket path longer than a unix socket address
 // holds: binding it fails with a bare "invalid argument", after the daemon
 // has already started, so the config is refused when it is read instead.
@@ -146,8 +152,4 @@ func checkSocket(path, is string) error {
 		is = " (" + is + ")"
 	}
 	return types.Invalid("serve.socket: path is %d bytes%s, a unix socket path allows at most %d", len(path), is, forward.MaxSocketPath)
-}
-
-func oneLine(err error) string {
-	return strings.Join(strings.Fields(fmt.Sprint(err)), " ")
 }

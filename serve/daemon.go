@@ -214,7 +214,7 @@ func (d *Daemon) Reload() error {
 		}
 		flowErr = err
 	}
-	sc, err := ParseConfig(data, file)
+	sc, err := SectionConfig(next, d.wd)
 	if err != nil || !sameSettings(d.cfg, next) || !reflect.DeepEqual(sc, d.serve) {
 		if flowErr != nil {
 			return flowErr

@@ -102,6 +102,9 @@ func TestTheFlowcontrolSectionIsCheckedAtStart(t *testing.T) {
 		{"a schema naming an unknown level", "flowcontrol:\n  schemas:\n    - {name: all, precedence: 1, level: nowhere, match: {any: true}}\n",
 			"flowcontrol.schemas[0].level"},
 		{"an unknown key", "flowcontrol:\n  server_concurency: 8\n", "flowcontrol.server_concurency: unknown key"},
+		{"a zero server concurrency", "flowcontrol:\n  server_concurrency: 0\n", "flowcontrol.server_concurrency: 0: must be at least 1"},
+		{"an unknown key inside a level", "flowcontrol:\n  levels:\n    - {name: a, type: Limited, lendable_precent: 50, limit_response: {type: Reject}}\n  schemas:\n    - {name: all, precedence: 1, level: a, match: {any: true}}\n",
+			"flowcontrol.levels[0].lendable_precent: unknown key; did you mean flowcontrol.levels[0].lendable_percent? (line 5)"},
 		{"a negative percentage", "flowcontrol:\n  levels:\n    - {name: a, type: Limited, lendable_percent: -1, limit_response: {type: Reject}}\n  schemas:\n    - {name: all, precedence: 1, level: a, match: {any: true}}\n",
 			"flowcontrol.levels[0].lendable_percent"},
 	} {

@@ -44,7 +44,7 @@ func Main(name string, args []string, stderr io.Writer) int {
 	if err != nil {
 		return fail(err)
 	}
-	sc, err := LoadConfig(cfg.File, wd)
+	sc, err := SectionConfig(cfg, wd)
 	if err != nil {
 		return fail(err)
 	}
@@ -118,4 +118,8 @@ func Main(name string, args []string, stderr io.Writer) int {
 		log.Warn("shutdown", "error", err.Error())
 	}
 	return 0
+}
+
+func oneLine(err error) string {
+	return strings.Join(strings.Fields(fmt.Sprint(err)), " ")
 }

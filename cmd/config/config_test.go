@@ -312,6 +312,10 @@ func TestDecodeSection(t *testing.T) {
 			Address  string        `yaml:"address"`
 			Interval time.Duration `yaml:"interval"`
 		} `yaml:"statsd"`
+		UIDs   []int `yaml:"uids"`
+		Routes []struct {
+			Path string `yaml:"path"`
+		} `yaml:"routes"`
 	}
 	t.Run("the serve section decodes into the daemon's own struct, merges included", func(t *testing.T) {
 		cfg, err := Parse([]byte("_s: &s {address: 'localhost:8125'}\nserve:\n  socket: /run/eru.sock\n  statsd: {<<: *s, interval: 5s}\n"), "/x/storage.yaml")
@@ -332,7 +336,10 @@ func TestDecodeSection(t *testing.T) {
 	for _, c := range []struct{ name, doc, want string }{
 		{"an unknown key", "serve:\n  sokcet: /run/x\n", "serve.sokcet: unknown key; did you mean serve.socket? (line 2)"},
 		{"a nested unknown key", "serve:\n  statsd: {adress: x}\n", "serve.statsd.adress: unknown key; did you mean serve.statsd.address?"},
-		{"a value of the wrong kind", "serve:\n  statsd: {interval: [1]}\n", "serve.statsd.interval: "},
+		{"a value of the wrong kind", "serve:\n  statsd: {interval: [1]}\n", "serve.statsd.interval: want a duration like 2s or 500ms, got a list (line 2)"},
+		{"a duration that is not one", "serve:\n  statsd:\n    interval: soon\n", `serve.statsd.interval: "soon" is not a duration like 2s or 500ms (line 3)`},
+		{"a wrong item of a list", "serve:\n  uids:\n    - 1000\n    - abc\n", `serve.uids[1]: "abc" is not an integer (line 4)`},
+		{"an unknown key in an item of a list", "serve:\n  routes:\n    - path: /a\n    - {path: /b, pth: /c}\n", "serve.routes[1].pth: unknown key; did you mean serve.routes[1].path? (line 4)"},
 	} {
 		t.Run(c.name+" is refused naming the file and the key", func(t *testing.T) {
 			cfg, err := Parse([]byte(c.doc), "/x/storage.yaml")

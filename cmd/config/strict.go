@@ -6,6 +6,7 @@ import (
 	"reflect"
 	"sort"
 	"strings"
+	"time"
 	"unicode"
 
 	"gopkg.in/yaml.v3"
@@ -24,6 +25,7 @@ import (
 var (
 	nodeType        = reflect.TypeFor[yaml.Node]()
 	unmarshalerType = reflect.TypeFor[yaml.Unmarshaler]()
+	durationType    = reflect.TypeFor[time.Duration]()
 )
 
 // coreSections are the top-level keys of eru core's own config
@@ -178,6 +180,16 @@ func (c *checker) value(n *yaml.Node, t reflect.Type, path string) error {
 		return nil
 	case t.Kind() == reflect.Struct && !reflect.PointerTo(t).Implements(unmarshalerType):
 		return c.mapping(n, t, path, true)
+	case t.Kind() == reflect.Slice && n.Kind == yaml.SequenceNode && !reflect.PointerTo(t).Implements(unmarshalerType):
+		// Each item on its own, so that a wrong one is named by its
+		// place (key[1]) and line, and a list of structs refuses unknown
+		// keys in its items as a struct does.
+		for i, item := range n.Content {
+			if err := c.value(item, t.Elem(), fmt.Sprintf("%s[%d]", path, i)); err != nil {
+				return err
+			}
+		}
+		return nil
 	}
 	if err := n.Decode(reflect.New(t).Interface()); err != nil {
 		return c.fail(n, path, "%s", leafMessage(n, t, err))
@@ -248,6 +260,9 @@ func keysOf(fields map[string]reflect.StructField) []string {
 func leafMessage(n *yaml.Node, t reflect.Type, err error) string {
 	if reflect.PointerTo(t).Implements(unmarshalerType) {
 		return oneLine(err.Error())
+	}
+	if t == durationType { // yaml.v3 reads it from "2s", not from a number
+		return scalarMessage(n, "a duration like 2s or 500ms")
 	}
 	switch t.Kind() {
 	case reflect.Bool:

@@ -147,3 +147,43 @@ func TestServeRefusesAFlowcontrolSectionNamingTheKey(t *testing.T) {
 	require.Contains(t, lines[0], "flowcontrol.levels[1].limit_response.hand_size")
 	require.Contains(t, lines[0], filepath.Join(env.Dir, "storage.yaml"))
 }
+
+// TestServeRefusesABadSectionNamingTheLineOfTheFile: a serve or flowcontrol
+// section the daemon cannot use stops it at start with one line naming the
+// file, the key as written and what is wanted; a key or value yaml cannot
+// decode also gives its line in that file (key: the line's start).
+func TestServeRefusesABadSectionNamingTheLineOfTheFile(t *testing.T) {
+	for _, c := range []struct{ name, section, key, want string }{
+		{"a misspelt serve key", "serve:\n  http: 127.0.0.1:0\n  sokcet: s.sock\n", "  sokcet:",
+			"serve.sokcet: unknown key; did you mean serve.socket?"},
+		{"a serve duration that is not one", "serve:\n  statsd:\n    interval: abc\n", "    interval:",
+			`serve.statsd.interval: "abc" is not a duration like 2s or 500ms`},
+		{"a zero server concurrency", "flowcontrol:\n  server_concurrency: 0\n", "",
+			"flowcontrol.server_concurrency: 0: must be at least 1"},
+	} {
+		t.Run(c.name+" stops the daemon with one line", func(t *testing.T) {
+			env := testenv.NewEmbedded(t, testenv.WithConfig(c.section))
+			if d := env.Daemon(); d != nil {
+				d.Stop(t)
+			}
+			file := filepath.Join(env.Dir, "storage.yaml")
+			data, err := os.ReadFile(file)
+			require.NoError(t, err)
+			want := c.want
+			if c.key != "" {
+				line := 0
+				for i, l := range strings.Split(string(data), "\n") {
+					if strings.HasPrefix(l, c.key) {
+						line = i + 1
+					}
+				}
+				require.NotZero(t, line, "the key is in the file")
+				want += " (line " + strconv.Itoa(line) + ")"
+			}
+			res := env.Exec(t, "storage", nil, "serve")
+			require.Equal(t, 2, res.Code, "invalid_argument")
+			require.Empty(t, res.Stdout)
+			require.Equal(t, "storage: serve: invalid_argument: config "+file+": "+want+"\n", res.Stderr)
+		})
+	}
+}
