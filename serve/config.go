@@ -1,6 +1,8 @@
 package serve
 
 import (
+	"fmt"
+	"net"
 	"os"
 	"path/filepath"
 	"strconv"
@@ -100,6 +102,12 @@ func SectionConfig(doc *config.Config, wd string) (Config, error) {
 		return Config{}, types.Invalid("config %s: serve.socket_mode: %q is not octal permission bits like 0660", file, cfg.SocketMode)
 	}
 	cfg.mode = os.FileMode(mode)
+	if cfg.Socket == "" {
+		return Config{}, types.Invalid("config %s: serve.socket: want a path (leave the key out for %s beside the config file)", file, forward.DefaultSocket)
+	}
+	if err := checkListenAddress(cfg.HTTP); err != nil {
+		return Config{}, types.Invalid("config %s: serve.http: %s", file, err)
+	}
 	socketIs := ""
 	switch {
 	case cfg.Socket == DefaultConfig(dir).Socket:
@@ -138,6 +146,23 @@ func defaultsIn(wd string) (Config, error) {
 		return Config{}, err
 	}
 	return cfg, nil
+}
+
+// checkListenAddress checks a TCP listen address written as host:port
+// (host may be empty for every interface; port 0 picks a free one), so a
+// mistake is refused as configuration rather than failing the listen.
+func checkListenAddress(addr string) error {
+	if addr == "" {
+		return nil
+	}
+	_, port, err := net.SplitHostPort(addr)
+	if err != nil {
+		return fmt.Errorf("%q is not a listen address like 127.0.0.1:9464", addr)
+	}
+	if _, err := net.LookupPort("tcp", port); err != nil {
+		return fmt.Errorf("%q: port %q is not a number from 0 to 65535 or a service name", addr, port)
+	}
+	return nil
 }
 
 // checkSocket refuses a socket path longer than a unix socket address

@@ -48,6 +48,14 @@ func TestParseConfig(t *testing.T) {
 			require.Equal(t, 2*time.Second, c.ShutdownGrace)
 			require.Equal(t, 250*time.Millisecond, c.CacheWait)
 		}, ""},
+		{"an HTTP address with port 0 (a free port) or a service name is taken", "serve:\n  http: 127.0.0.1:0\n", func(t *testing.T, c Config) {
+			require.Equal(t, "127.0.0.1:0", c.HTTP)
+			cfg, err := ParseConfig([]byte("serve:\n  http: \":https\"\n"), "/etc/eru/storage.yaml")
+			require.NoError(t, err)
+			require.Equal(t, ":https", cfg.HTTP)
+		}, ""},
+		{"an HTTP address that is not host:port is refused", "serve:\n  http: localhost\n", nil, `serve.http: "localhost" is not a listen address like 127.0.0.1:9464`},
+		{"an empty socket path is refused", "serve:\n  socket: \"\"\n", nil, "serve.socket: want a path"},
 		{"a mode that is not octal is refused", "serve:\n  socket_mode: rw\n", nil, `serve.socket_mode: "rw" is not octal permission bits like 0660`},
 		{"a certificate without its key is refused", "serve:\n  tls: {cert: c.pem}\n", nil, "serve.tls: cert and key go together"},
 		{"a client CA without a certificate is refused", "serve:\n  tls: {client_ca: ca.pem}\n", nil, "serve.tls.client_ca: needs tls.cert and tls.key"},

@@ -349,12 +349,13 @@ func (n noClose) ReadNames(ctx context.Context, r store.NameRead, head func(*sto
 }
 
 // Listen opens the unix socket: a socket file nobody answers on is stale
-// and removed; one a live daemon answers on is an error.
+// and removed; one a live daemon answers on is an error, and a file that
+// is not a socket is failed_precondition (left for the operator).
 func (d *Daemon) Listen() error {
 	path := d.serve.Socket
 	if fi, err := os.Lstat(path); err == nil {
 		if fi.Mode()&os.ModeSocket == 0 {
-			return fmt.Errorf("socket %s: a file that is not a socket is in the way", path)
+			return types.Errorf(types.FailedPrecondition, "socket %s: a file that is not a socket is in the way; move it or set serve.socket", path)
 		}
 		if c, err := net.DialTimeout("unix", path, time.Second); err == nil {
 			_ = c.Close()

@@ -82,7 +82,10 @@ func Main(name string, args []string, stderr io.Writer) int {
 	}
 	defer d.Close()
 	if err := d.Listen(); err != nil {
-		return fail(types.Wrap(types.Unavailable, err, "listen"))
+		if types.ClassOf(err) == types.Internal {
+			err = types.Wrap(types.Unavailable, err, "listen")
+		}
+		return fail(err)
 	}
 	go d.ServeSocket()
 	listening := []any{"socket", sc.Socket}

@@ -43,6 +43,21 @@ func TestServeRefusesAConfigErrorBeforeCreatingAnything(t *testing.T) {
 			func(dir string) string {
 				return "serve.tls.cert: open " + filepath.Join(dir, "nope.pem") + ": no such file or directory"
 			}},
+		{"an HTTP address without a port is refused naming the key and the value",
+			func(string) []string { return []string{"http: 127.0.0.1"} },
+			func(string) string {
+				return `serve.http: "127.0.0.1" is not a listen address like 127.0.0.1:9464`
+			}},
+		{"an HTTP port out of range is refused naming the key and the value",
+			func(string) []string { return []string{"http: 127.0.0.1:94640"} },
+			func(string) string {
+				return `serve.http: "127.0.0.1:94640": port "94640" is not a number from 0 to 65535 or a service name`
+			}},
+		{"an empty socket path is refused, pointing at the default",
+			func(string) []string { return []string{`socket: ""`} },
+			func(string) string {
+				return "serve.socket: want a path (leave the key out for eru-resources.sock beside the config file)"
+			}},
 	} {
 		t.Run(c.name, func(t *testing.T) {
 			env := testenv.NewEmbedded(t)
@@ -90,4 +105,24 @@ func listing(t *testing.T, dir string) []string {
 		names = append(names, e.Name())
 	}
 	return names
+}
+
+// TestServeRefusesAFileInTheSocketsPlace: a file that is not a socket where
+// the socket goes is the host's state for the operator to fix, not a
+// passing failure: failed_precondition (exit 4), the file left as it is.
+func TestServeRefusesAFileInTheSocketsPlace(t *testing.T) {
+	t.Parallel()
+	env := testenv.NewEmbedded(t)
+	if d := env.Daemon(); d != nil {
+		d.Stop(t)
+	}
+	path := filepath.Join(env.Dir, "eru-resources.sock")
+	require.NoError(t, os.WriteFile(path, []byte("notes\n"), 0o644))
+	res := env.Exec(t, "storage", nil, "serve")
+	require.Equal(t, 4, res.Code, describe(res))
+	require.Empty(t, res.Stdout)
+	require.Equal(t, "storage: serve: failed_precondition: socket "+path+": a file that is not a socket is in the way; move it or set serve.socket\n", res.Stderr)
+	got, err := os.ReadFile(path)
+	require.NoError(t, err)
+	require.Equal(t, "notes\n", string(got), "the file is left as it was")
 }
