@@ -138,7 +138,7 @@ func (r *runner) poolsCommand() *cli.Command {
 			},
 			{
 				Name:      "cleanup",
-				Usage:     "remove the copies a pool still keeps (a moved object's source, an aborted move's target), on a node that declares it (run it on that node)",
+				Usage:     "remove the copies a pool still keeps (a moved object's source, an aborted move's target), on a node that declares it (run it on that node); an entry whose copy is the object's live copy there is dropped, nothing removed",
 				ArgsUsage: "POOL",
 				Flags:     []cli.Flag{outputFlag(), &cli.StringFlag{Name: "node", Usage: "the node that removes, this host (required)"}},
 				Action: Run(r, spec{name: "pools cleanup", args: []positional{pool.ValidID}, mode: config.WriteExisting}, func(op *operation) (nodes.Answer[pooladmin.Cleaned], error) {
@@ -147,9 +147,12 @@ func (r *runner) poolsCommand() *cli.Command {
 					}
 					return read(admin(op.store).Cleanup(op.ctx, op.args[0], op.c.String("node")))
 				}, func(c pooladmin.Cleaned, _ time.Time) []block {
-					b := block{{"OBJECT", "REASON", "SIZE", "SINCE"}}
+					b := block{{"OBJECT", "REASON", "SIZE", "SINCE", "RESULT"}}
 					for _, x := range c.Removed {
-						b = append(b, []string{x.Object, x.Reason, humanBytes(x.Bytes), x.Since.UTC().Format(time.RFC3339)})
+						b = append(b, []string{x.Object, x.Reason, humanBytes(x.Bytes), x.Since.UTC().Format(time.RFC3339), "removed"})
+					}
+					for _, x := range c.Dropped {
+						b = append(b, []string{x.Object, x.Reason, humanBytes(x.Bytes), x.Since.UTC().Format(time.RFC3339), x.Why})
 					}
 					return []block{b}
 				}),
