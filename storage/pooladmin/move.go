@@ -241,18 +241,30 @@ type Dropped struct {
 	Why      string `json:"why"`
 }
 
-// Cleanup removes, on this host (node Node, which declares the pool), every
-// copy pool id still keeps (a settled move's source, an aborted move's
-// target), then drops each entry under a compare on the pool record. A
-// copy that is the object's live copy here (move.Holds, against the path
-// of the pool the node records say the object lives in) is never removed:
-// its entry is dropped the same way and listed in Dropped.
+// Cleanup runs CleanupSteps with every store step on a.Store under ctx.
 func (a *Admin) Cleanup(ctx context.Context, id, node string) (Cleaned, error) {
+	return CleanupSteps(ctx, func(fn func(context.Context, *Admin) error) error { return fn(ctx, a) }, id, node)
+}
+
+// CleanupSteps removes, on this host (node Node, which declares the pool),
+// every copy pool id still keeps (a settled move's source, an aborted
+// move's target), then drops each entry under a compare on the pool
+// record. A copy that is the object's live copy here (move.Holds, against
+// the path of the pool the node records say the object lives in) is never
+// removed: its entry is dropped the same way and listed in Dropped.
+//
+// As in MoveSteps, every store call runs in a step of its own and the
+// removals run between them, under ctx only: removing a big copy takes as
+// long as it needs, and the embedded store stays free meanwhile.
+func CleanupSteps(ctx context.Context, step Step, id, node string) (Cleaned, error) {
 	if err := pool.ValidID(id); err != nil {
 		return Cleaned{}, err
 	}
-	st, err := a.read(ctx)
-	if err != nil {
+	var st *state
+	if err := step(func(sctx context.Context, a *Admin) (err error) {
+		st, err = a.read(sctx)
+		return err
+	}); err != nil {
 		return Cleaned{}, err
 	}
 	rec, ok := st.pools[id]
@@ -268,20 +280,25 @@ func (a *Admin) Cleanup(ctx context.Context, id, node string) (Cleaned, error) {
 		return Cleaned{}, types.Errorf(types.FailedPrecondition, "node %s does not declare pool %s", node, id)
 	}
 	drop := func(object string) error {
-		return store.Update(ctx, a.Store, []string{storage.PoolKey(id)}, func(tx *store.Tx) error {
-			cur, err := getRecord(tx, id)
-			if err != nil {
-				return err
-			}
-			next, ok := pool.DropCleanup(cur, object)
-			if !ok {
-				return nil
-			}
-			return putRecord(tx, next)
+		return step(func(sctx context.Context, a *Admin) error {
+			return store.Update(sctx, a.Store, []string{storage.PoolKey(id)}, func(tx *store.Tx) error {
+				cur, err := getRecord(tx, id)
+				if err != nil {
+					return err
+				}
+				next, ok := pool.DropCleanup(cur, object)
+				if !ok {
+					return nil
+				}
+				return putRecord(tx, next)
+			})
 		})
 	}
 	out := Cleaned{Pool: id, Removed: []pool.Cleanup{}, Dropped: []Dropped{}}
 	for _, c := range rec.Cleanups {
+		if err := ctx.Err(); err != nil {
+			return out, types.Wrap(types.Unavailable, context.Cause(ctx), "cleanup of pool "+id+" stopped (run it again to go on)")
+		}
 		if d, live := liveCopy(st, n.Capacity.Pools, id, decl.Path, c); live {
 			if err := drop(c.Object); err != nil {
 				return out, err
