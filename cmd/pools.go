@@ -138,18 +138,25 @@ func (r *runner) poolsCommand() *cli.Command {
 			},
 			{
 				Name:      "cleanup",
-				Usage:     "remove the copies a pool still keeps (a moved object's source, an aborted move's target), on a node that declares it (run it on that node)",
+				Usage:     "remove the copies a pool still keeps (a moved object's source, an aborted move's target), on a node that declares it (run it on that node); an entry whose copy is the object's live copy there is dropped, nothing removed",
 				ArgsUsage: "POOL",
 				Flags:     []cli.Flag{outputFlag(), &cli.StringFlag{Name: "node", Usage: "the node that removes, this host (required)"}},
-				Action: Run(r, spec{name: "pools cleanup", args: []positional{pool.ValidID}, mode: config.WriteExisting}, func(op *operation) (nodes.Answer[pooladmin.Cleaned], error) {
+				// long: a removal takes as long as the copy needs, and the
+				// store is opened for each store step only.
+				Action: Run(r, spec{name: "pools cleanup", args: []positional{pool.ValidID}, mode: config.WriteExisting, long: true}, func(op *operation) (nodes.Answer[pooladmin.Cleaned], error) {
 					if err := nodes.ValidName(op.c.String("node")); err != nil {
 						return read(pooladmin.Cleaned{}, types.Wrap(types.InvalidArgument, err, "--node"))
 					}
-					return read(admin(op.store).Cleanup(op.ctx, op.args[0], op.c.String("node")))
+					ctx, stop := interruptible(op.ctx)
+					defer stop()
+					return read(pooladmin.CleanupSteps(ctx, storeSteps(op), op.args[0], op.c.String("node")))
 				}, func(c pooladmin.Cleaned, _ time.Time) []block {
-					b := block{{"OBJECT", "REASON", "SIZE", "SINCE"}}
+					b := block{{"OBJECT", "REASON", "SIZE", "SINCE", "RESULT"}}
 					for _, x := range c.Removed {
-						b = append(b, []string{x.Object, x.Reason, humanBytes(x.Bytes), x.Since.UTC().Format(time.RFC3339)})
+						b = append(b, []string{x.Object, x.Reason, humanBytes(x.Bytes), x.Since.UTC().Format(time.RFC3339), "removed"})
+					}
+					for _, x := range c.Dropped {
+						b = append(b, []string{x.Object, x.Reason, humanBytes(x.Bytes), x.Since.UTC().Format(time.RFC3339), x.Why})
 					}
 					return []block{b}
 				}),
@@ -177,7 +184,8 @@ func (r *runner) poolsCommand() *cli.Command {
 
 // interruptible is parent cancelled, with the signal named as the cause,
 // when the process gets SIGINT or SIGTERM: a move's copy, which runs under
-// no deadline, stops there, and the same command resumes it.
+// no deadline, stops there, and the same command resumes it (a cleanup
+// stops between two removals).
 func interruptible(parent context.Context) (context.Context, func()) {
 	ctx, cancel := context.WithCancelCause(parent)
 	sigs := make(chan os.Signal, 1)

@@ -2,6 +2,8 @@ package pooladmin
 
 import (
 	"context"
+	"fmt"
+	"path/filepath"
 	"time"
 
 	"github.com/eru-extend/resources/nodes"
@@ -217,21 +219,52 @@ func MoveSteps(ctx context.Context, step Step, r MoveRequest) (pool.ObjectView, 
 	return object()
 }
 
-// Cleaned is `storage pools cleanup`'s answer: the copies removed.
+// Cleaned is `storage pools cleanup`'s answer: the copies removed, and the
+// entries dropped without removing anything because their copy is the
+// object's live data on this host.
 type Cleaned struct {
 	Pool    string         `json:"pool"`
 	Removed []pool.Cleanup `json:"removed"`
+	Dropped []Dropped      `json:"dropped"`
 }
 
-// Cleanup removes, on this host (node Node, which declares the pool), every
-// copy pool id still keeps (a settled move's source, an aborted move's
-// target), then drops each entry under a compare on the pool record.
+// Dropped is a cleanup entry whose copy, Path, is (or holds, or lies
+// inside) the object's live copy LivePath in pool LivePool on this host:
+// pools a node record declares at one place, as one written before that
+// was refused can. The entry is dropped and nothing is removed; Why says
+// so in one line.
+type Dropped struct {
+	pool.Cleanup
+	Path     string `json:"path"`
+	LivePool string `json:"live_pool"`
+	LivePath string `json:"live_path"`
+	Why      string `json:"why"`
+}
+
+// Cleanup runs CleanupSteps with every store step on a.Store under ctx.
 func (a *Admin) Cleanup(ctx context.Context, id, node string) (Cleaned, error) {
+	return CleanupSteps(ctx, func(fn func(context.Context, *Admin) error) error { return fn(ctx, a) }, id, node)
+}
+
+// CleanupSteps removes, on this host (node Node, which declares the pool),
+// every copy pool id still keeps (a settled move's source, an aborted
+// move's target), then drops each entry under a compare on the pool
+// record. A copy that is the object's live copy here (move.Holds, against
+// the path of the pool the node records say the object lives in) is never
+// removed: its entry is dropped the same way and listed in Dropped.
+//
+// As in MoveSteps, every store call runs in a step of its own and the
+// removals run between them, under ctx only: removing a big copy takes as
+// long as it needs, and the embedded store stays free meanwhile.
+func CleanupSteps(ctx context.Context, step Step, id, node string) (Cleaned, error) {
 	if err := pool.ValidID(id); err != nil {
 		return Cleaned{}, err
 	}
-	st, err := a.read(ctx)
-	if err != nil {
+	var st *state
+	if err := step(func(sctx context.Context, a *Admin) (err error) {
+		st, err = a.read(sctx)
+		return err
+	}); err != nil {
 		return Cleaned{}, err
 	}
 	rec, ok := st.pools[id]
@@ -246,26 +279,67 @@ func (a *Admin) Cleanup(ctx context.Context, id, node string) (Cleaned, error) {
 	if !ok {
 		return Cleaned{}, types.Errorf(types.FailedPrecondition, "node %s does not declare pool %s", node, id)
 	}
-	out := Cleaned{Pool: id, Removed: []pool.Cleanup{}}
+	drop := func(object string) error {
+		return step(func(sctx context.Context, a *Admin) error {
+			return store.Update(sctx, a.Store, []string{storage.PoolKey(id)}, func(tx *store.Tx) error {
+				cur, err := getRecord(tx, id)
+				if err != nil {
+					return err
+				}
+				next, ok := pool.DropCleanup(cur, object)
+				if !ok {
+					return nil
+				}
+				return putRecord(tx, next)
+			})
+		})
+	}
+	out := Cleaned{Pool: id, Removed: []pool.Cleanup{}, Dropped: []Dropped{}}
 	for _, c := range rec.Cleanups {
+		if err := ctx.Err(); err != nil {
+			return out, types.Wrap(types.Unavailable, context.Cause(ctx), "cleanup of pool "+id+" stopped (run it again to go on)")
+		}
+		if d, live := liveCopy(st, n.Capacity.Pools, id, decl.Path, c); live {
+			if err := drop(c.Object); err != nil {
+				return out, err
+			}
+			out.Dropped = append(out.Dropped, d)
+			continue
+		}
 		if err := move.Remove(decl.Path, c.Object); err != nil {
 			return out, types.Wrap(types.Unavailable, err, "removing the copy of "+c.Object)
 		}
-		err := store.Update(ctx, a.Store, []string{storage.PoolKey(id)}, func(tx *store.Tx) error {
-			cur, err := getRecord(tx, id)
-			if err != nil {
-				return err
-			}
-			next, ok := pool.DropCleanup(cur, c.Object)
-			if !ok {
-				return nil
-			}
-			return putRecord(tx, next)
-		})
-		if err != nil {
+		if err := drop(c.Object); err != nil {
 			return out, err
 		}
 		out.Removed = append(out.Removed, c)
 	}
 	return out, nil
+}
+
+// liveCopy says whether cleanup entry c of pool id, whose copy on this
+// node is <path>/<object>, names the object's live copy here: the object
+// lives (per the node records, as MoveSteps finds its holder) in a pool
+// the node declares (decls) at a path where removing the copy would
+// remove the live <that pool's path>/<object> or a part of it.
+func liveCopy(st *state, decls map[string]pool.Declaration, id, path string, c pool.Cleanup) (Dropped, bool) {
+	for _, n := range st.nodes {
+		obj, ok := n.Usage.PoolObjects[c.Object]
+		if !ok {
+			continue
+		}
+		decl, ok := decls[obj.Pool]
+		if !ok {
+			return Dropped{}, false
+		}
+		copyPath, livePath := filepath.Join(path, c.Object), filepath.Join(decl.Path, c.Object)
+		why := move.Holds(copyPath, livePath)
+		if why == "" {
+			return Dropped{}, false
+		}
+		return Dropped{Cleanup: c, Path: copyPath, LivePool: obj.Pool, LivePath: livePath,
+			Why: fmt.Sprintf("pool %s's copy of object %s is its live copy in pool %s (%s): the entry is dropped and nothing removed",
+				id, c.Object, obj.Pool, why)}, true
+	}
+	return Dropped{}, false
 }

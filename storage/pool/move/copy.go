@@ -169,8 +169,9 @@ func Copy(ctx context.Context, from, to, id string, opt Options) error {
 // target pool path to: the partial tree, the scratch files and a finished
 // copy. It must only run for a move that did not settle (after the settle
 // <to>/<id> is the object itself). Whatever is the source object itself,
-// or holds it, is never removed: a target at the source's place (pools
-// declared at one path before that was refused) keeps the data.
+// holds it or lies inside it (Holds) is never removed: a target at the
+// source's place (pools declared at one path before that was refused)
+// keeps the data.
 func Abort(from, to, id string) error {
 	if err := pool.ValidObjectID(id); err != nil {
 		return err
@@ -182,7 +183,7 @@ func Abort(from, to, id string) error {
 	}
 	source := filepath.Join(from, id)
 	for _, path := range []string{filepath.Join(to, "."+id+".partial"), filepath.Join(to, "."+id+".scratch"), filepath.Join(to, id)} {
-		if holds(path, source) {
+		if Holds(path, source) != "" {
 			continue
 		}
 		if err := removeAll(path); err != nil {
@@ -192,16 +193,28 @@ func Abort(from, to, id string) error {
 	return syncDir(to)
 }
 
-// holds reports whether removing path would remove source: the same
-// place, by name, resolved, or as one file, or a directory above it.
-func holds(path, source string) bool {
-	rp, rs := resolve(path), resolve(source)
-	if path == source || rp == rs || pool.Within(rs, rp) || pool.Within(source, path) {
-		return true
+// Holds says why removing path on this host would remove live (an
+// object's live copy) or a part of it: path is live (by name, by what the
+// names resolve to, or as one file: a bind mount), is a directory above
+// it, or lies inside it. "" when removing path leaves live whole. This is
+// the one rule by which a removal (an abort's, a cleanup's) spares an
+// object's data.
+func Holds(path, live string) string {
+	rp, rl := resolve(path), resolve(live)
+	switch {
+	case path == live || rp == rl:
+		return fmt.Sprintf("%s is %s", path, live)
+	case pool.Within(live, path) || pool.Within(rl, rp):
+		return fmt.Sprintf("%s holds %s", path, live)
+	case pool.Within(path, live) || pool.Within(rp, rl):
+		return fmt.Sprintf("%s is inside %s", path, live)
 	}
 	a, errA := os.Lstat(path)
-	b, errB := os.Lstat(source)
-	return errA == nil && errB == nil && os.SameFile(a, b)
+	b, errB := os.Lstat(live)
+	if errA == nil && errB == nil && os.SameFile(a, b) {
+		return fmt.Sprintf("%s is %s (one file)", path, live)
+	}
+	return ""
 }
 
 // Remove removes the copy of object id under pool path root: the source a

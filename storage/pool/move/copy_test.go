@@ -345,3 +345,22 @@ func TestCopyRepairsAPartialTree(t *testing.T) {
 		require.Equal(t, snapshot(t, filepath.Join(from, obj)), snapshot(t, filepath.Join(to, obj)))
 	})
 }
+
+func TestHolds(t *testing.T) {
+	dir := t.TempDir()
+	live := filepath.Join(dir, "q", obj)
+	require.NoError(t, os.MkdirAll(filepath.Join(live, "sub"), 0o755))
+	require.NoError(t, os.Symlink(filepath.Join(dir, "q"), filepath.Join(dir, "alias")))
+	for _, c := range []struct {
+		name, path, want string
+	}{
+		{"the live copy by name", live, live + " is " + live},
+		{"the live copy through a symlinked pool path", filepath.Join(dir, "alias", obj), filepath.Join(dir, "alias", obj) + " is " + live},
+		{"a directory above the live copy", filepath.Join(dir, "q"), filepath.Join(dir, "q") + " holds " + live},
+		{"a path inside the live copy", filepath.Join(live, "sub", obj), filepath.Join(live, "sub", obj) + " is inside " + live},
+		{"a copy elsewhere", filepath.Join(dir, "p", obj), ""},
+		{"a sibling whose name starts like the live copy's", live + "x", ""},
+	} {
+		t.Run(c.name, func(t *testing.T) { require.Equal(t, c.want, Holds(c.path, live)) })
+	}
+}
