@@ -166,3 +166,37 @@ func TestPoolMoveCommandIDOfAnotherCommand(t *testing.T) {
 		require.NoDirExists(t, filepath.Join(b, object))
 	})
 }
+
+// TestPoolMoveIntoAPlaceAnotherPoolShares: a move into a pool that the node
+// declares at the place of a third pool (a record written before that was
+// refused) is refused before anything is written: the third pool's files
+// at <target>/<object> — a copy it still keeps — would pass for a finished
+// copy, and the move would settle on them.
+func TestPoolMoveIntoAPlaceAnotherPoolShares(t *testing.T) {
+	t.Parallel()
+	testenv.Backends(t, func(t *testing.T, env *testenv.Env) {
+		a, b, _, objects := movablePoolObjects(t, env, 1)
+		object := objects[0]
+		c := t.TempDir()
+		env.Call(t, "storage", "set-node-resource-capacity", obj{"nodename": "n1", "delta": true,
+			"resource_request": obj{"pools": []string{"old-nfs:" + c}}}, nil)
+		samePlace(t, env, b, c) // old-nfs is declared at nfs1's path
+		require.NoError(t, os.MkdirAll(filepath.Join(a, object), 0o755))
+		require.NoError(t, os.WriteFile(filepath.Join(a, object, "f"), []byte("live"), 0o644))
+		require.NoError(t, os.MkdirAll(filepath.Join(b, object), 0o755))
+		require.NoError(t, os.WriteFile(filepath.Join(b, object, "f"), []byte("stale"), 0o644))
+
+		before := env.Dump(t)
+		res := env.Op(t, "storage", "pools", "move", object, "--to", "nfs1", "--node", "n1")
+		require.Equal(t, 4, res.Code, res.Stderr)
+		require.Equal(t, "storage: pools move: failed_precondition: node n1 declares pools nfs1 and old-nfs at one place (source and target pool paths "+
+			b+" and "+b+" are one place): a move into nfs1 could take old-nfs's files for its copy of object "+object+"; give each pool a path of its own\n", res.Stderr)
+		require.Equal(t, before, env.Dump(t), "nothing written")
+		for dir, want := range map[string]string{a: "live", b: "stale"} {
+			got, err := os.ReadFile(filepath.Join(dir, object, "f"))
+			require.NoError(t, err)
+			require.Equal(t, want, string(got))
+		}
+		require.Equal(t, objectState{Pool: "ceph-a", State: "AVAILABLE"}, poolObject(t, env, object))
+	})
+}

@@ -3,7 +3,9 @@ package pooladmin
 import (
 	"context"
 	"fmt"
+	"maps"
 	"path/filepath"
+	"slices"
 	"time"
 
 	"github.com/eru-extend/resources/nodes"
@@ -103,6 +105,17 @@ func MoveSteps(ctx context.Context, step Step, r MoveRequest) (pool.ObjectView, 
 		// it releases a move started before this check, keeping the data.)
 		return pool.ObjectView{}, types.Errorf(types.FailedPrecondition, "node %s declares pools %s and %s at one place (%s): a move between them would copy object %s onto itself; give each pool a path of its own",
 			r.Node, from, r.To, why, r.Object)
+	}
+	for _, other := range slices.Sorted(maps.Keys(copier.Capacity.Pools)) {
+		if other == from || other == r.To || r.Abort {
+			continue
+		}
+		if why := move.Overlap(toDecl.Path, copier.Capacity.Pools[other].Path); why != "" {
+			// A copy the other pool keeps at <target>/<object> would pass
+			// for a finished copy and the move would settle on it.
+			return pool.ObjectView{}, types.Errorf(types.FailedPrecondition, "node %s declares pools %s and %s at one place (%s): a move into %s could take %s's files for its copy of object %s; give each pool a path of its own",
+				r.Node, r.To, other, why, r.To, other, r.Object)
+		}
 	}
 	// transition runs one step of the move; done reports a step with
 	// nothing to do (a replay, or an abort of a move that is not in
