@@ -177,11 +177,20 @@ const maxReadSends = 6
 const minRetryTry = 100 * time.Millisecond
 
 // retryPause is the pause before the n-th resend (from 0) of a read that
-// etcd answered with an election's error: 25 ms doubling to 200 ms, and up
-// to 25 ms at random, so that a read keeps trying through an election of
-// a second or two without asking more than a few times a second.
-func retryPause(n int) time.Duration {
-	return min(25*time.Millisecond<<min(n, 3), 200*time.Millisecond) + rand.N(25*time.Millisecond)
+// etcd answered with an election's error, when left is the time the read
+// has left: 25 ms doubling to 200 ms, and up to 25 ms at random, so that a
+// read keeps trying through an election of a second or two without asking
+// more than a few times a second. The pause is cut short so that the
+// resend still has minRetryTry; with less than that left, ok is false and
+// the read is not sent again. (A full pause that did not fit would give up
+// with time to spare: a read of 500 ms through an election of 200 ms would
+// fail after 190 ms instead of being answered after 400.)
+func retryPause(n int, left time.Duration) (pause time.Duration, ok bool) {
+	room := left - minRetryTry
+	if room < 0 {
+		return 0, false
+	}
+	return min(min(25*time.Millisecond<<min(n, 3), 200*time.Millisecond)+rand.N(25*time.Millisecond), room), true
 }
 
 // transient reports whether err is etcd saying it could not serve a request
@@ -264,8 +273,8 @@ func hedged[T any](s *Store, ctx context.Context, do func(context.Context) (T, e
 			}
 			// An election or a lost connection: another try may find the
 			// new leader, as long as there is time for one.
-			pause := retryPause(retries)
-			if !transient(last) || time.Until(deadline) < pause+minRetryTry {
+			pause, ok := retryPause(retries, time.Until(deadline))
+			if !ok || !transient(last) {
 				return none, last
 			}
 			select {
