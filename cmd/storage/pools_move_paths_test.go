@@ -26,6 +26,18 @@ func poolObject(t *testing.T, env *testenv.Env, object string) objectState {
 	return o
 }
 
+// requireBackInCephA checks the end of an aborted move of object from pool
+// ceph-a into nfs1: the object is available in ceph-a, which holds reserved
+// bytes, and nfs1 holds nothing and keeps no copy to clean up.
+func requireBackInCephA(t *testing.T, env *testenv.Env, object string, reserved int64) {
+	t.Helper()
+	require.Equal(t, objectState{Pool: "ceph-a", State: "AVAILABLE"}, poolObject(t, env, object))
+	require.Zero(t, poolGet(t, env, "nfs1").Reserved)
+	require.Zero(t, poolGet(t, env, "nfs1").Cleanups)
+	require.Equal(t, reserved, poolGet(t, env, "ceph-a").Reserved)
+	noDrift(t, env)
+}
+
 // samePlace rewrites node n1's stored record so that pool nfs1 is declared
 // at pool ceph-a's path a: a record written before two pools at one path
 // were refused.
@@ -97,11 +109,7 @@ func TestPoolsAtOnePath(t *testing.T) {
 			require.NoError(t, err, "the abort removed the object's data")
 			require.Equal(t, "precious", string(got))
 			require.NoDirExists(t, filepath.Join(a, "."+stuck+".partial"), "the partial copy goes")
-			require.Equal(t, objectState{Pool: "ceph-a", State: "AVAILABLE"}, poolObject(t, env, stuck))
-			require.Zero(t, poolGet(t, env, "nfs1").Reserved)
-			require.Zero(t, poolGet(t, env, "nfs1").Cleanups)
-			require.Equal(t, 20*gib, poolGet(t, env, "ceph-a").Reserved)
-			noDrift(t, env)
+			requireBackInCephA(t, env, stuck, 20*gib)
 		})
 	})
 }
@@ -128,10 +136,7 @@ func TestPoolDropWhileMovingIn(t *testing.T) {
 		})
 		t.Run("the move can still be aborted, and the pool then drops", func(t *testing.T) {
 			env.OpOK(t, "storage", nil, "pools", "move", object, "--to", "nfs1", "--node", "n1", "--command-id", "m1", "--abort")
-			require.Equal(t, objectState{Pool: "ceph-a", State: "AVAILABLE"}, poolObject(t, env, object))
-			require.Zero(t, poolGet(t, env, "nfs1").Reserved)
-			require.Zero(t, poolGet(t, env, "nfs1").Cleanups)
-			require.Equal(t, 10*gib, poolGet(t, env, "ceph-a").Reserved)
+			requireBackInCephA(t, env, object, 10*gib)
 			env.Call(t, "storage", "set-node-resource-capacity", rm, nil)
 			require.Empty(t, poolGet(t, env, "nfs1").Attachments)
 			_, err := os.Lstat(filepath.Join(b, object))

@@ -89,13 +89,11 @@ func TestPoolMoveInterrupted(t *testing.T) {
 		})
 		t.Run("--abort releases the target and keeps the source", func(t *testing.T) {
 			env.OpOK(t, "storage", nil, "pools", "move", object, "--to", "nfs1", "--node", "n1", "--command-id", "m1", "--abort")
-			require.Zero(t, poolGet(t, env, "nfs1").Reserved)
-			require.Equal(t, 10*gib, poolGet(t, env, "ceph-a").Reserved)
+			requireBackInCephA(t, env, object, 10*gib)
 			_, err := os.Stat(filepath.Join(src, "f"))
 			require.NoError(t, err)
 			_, err = os.Lstat(filepath.Join(b, object))
 			require.True(t, os.IsNotExist(err))
-			noDrift(t, env)
 		})
 		t.Run("once the source is copyable the move runs to the end", func(t *testing.T) {
 			require.NoError(t, os.Remove(filepath.Join(src, "fifo")))
