@@ -30,11 +30,21 @@ var isolationFull = flag.Bool("isolation-full", false, "run TestAnElephantCannot
 
 // span is one admitted call's time at the controller: it arrived, waited
 // for a seat (waited, from the controller's ticket), then held its seat
-// from start to finish.
+// from start to finish. Its seat was taken after arrived and given back
+// before released (stamped once the release returned): [arrived, released]
+// holds the whole time the seat was taken, however late the clocks were
+// read on a loaded machine.
 type span struct {
-	level                  string
-	waited                 time.Duration
-	arrived, start, finish time.Time
+	level                            string
+	waited                           time.Duration
+	arrived, start, finish, released time.Time
+}
+
+// turnedAway is one rejected call's time at the controller: the decision
+// was made between arrived and decided.
+type turnedAway struct {
+	level            string
+	arrived, decided time.Time
 }
 
 // recorder wraps an admission: it records every admitted call's arrival,
@@ -50,14 +60,17 @@ type recorder struct {
 	mu       sync.Mutex
 	spans    []span
 	rejected map[string]int
+	refusals []turnedAway
 }
 
 func (r *recorder) admit(ctx context.Context, req serve.Request) (*serve.Admitted, *serve.Rejection) {
 	arrived := time.Now()
 	a, rej := r.inner(ctx, req)
 	if rej != nil {
+		decided := time.Now()
 		r.mu.Lock()
 		r.rejected[rej.Level]++
+		r.refusals = append(r.refusals, turnedAway{rej.Level, arrived, decided})
 		r.mu.Unlock()
 		return nil, rej
 	}
@@ -67,6 +80,7 @@ func (r *recorder) admit(ctx context.Context, req serve.Request) (*serve.Admitte
 	a.Release = func() {
 		s.finish = time.Now()
 		release()
+		s.released = time.Now()
 		r.mu.Lock()
 		r.spans = append(r.spans, s)
 		r.mu.Unlock()
@@ -106,6 +120,33 @@ func (r *recorder) seatTime(level string, from, to time.Time) (seated, asked tim
 		}
 	}
 	return seated, asked, waits
+}
+
+// turnedAwayWithASeatFree counts the level's rejections inside [from, to]
+// made while fewer than limit of its seats could have been taken: fewer
+// than limit admitted calls' [arrived, released] overlap the rejection's
+// [arrived, decided], so a seat was free for the whole decision. The
+// stamps bracket every seat and every decision, so a late clock read on a
+// loaded machine can only hide such a rejection, never invent one.
+func (r *recorder) turnedAwayWithASeatFree(level string, limit int, from, to time.Time) int {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	n := 0
+	for _, t := range r.refusals {
+		if t.level != level || t.arrived.Before(from) || t.decided.After(to) {
+			continue
+		}
+		held := 0
+		for _, s := range r.spans {
+			if s.level == level && !s.arrived.After(t.decided) && !s.released.Before(t.arrived) {
+				held++
+			}
+		}
+		if held < limit {
+			n++
+		}
+	}
+	return n
 }
 
 func p99(ds []time.Duration) time.Duration {
@@ -203,7 +244,9 @@ func TestAnElephantCannotStarveAMouse(t *testing.T) {
 	var elephants, mice sync.WaitGroup
 	stopElephant, stopMice := make(chan struct{}), make(chan struct{})
 	clients(t, &elephants, stopElephant, serverCL+50, file, "get-metrics", `{"podname":"p1","nodename":"n1"}`, pause, &elephantRejected)
-	defer func() { close(stopElephant); elephants.Wait() }()
+	var stopOnce sync.Once
+	stopTheElephant := func() { stopOnce.Do(func() { close(stopElephant); elephants.Wait() }) }
+	defer stopTheElephant()
 	time.Sleep(300 * time.Millisecond) // the flood is on
 
 	mouse := `{"nodename":"n1","deploy_count":1,"workload_resource_request":{"storage":"1G"}}`
@@ -241,11 +284,15 @@ func TestAnElephantCannotStarveAMouse(t *testing.T) {
 	close(single)
 	one.Wait()
 	_, _, waits := rec.seatTime("placement", from1, to1)
+	// Every elephant call has given its seat back (and is recorded) before
+	// the rejections are checked against the seats.
+	stopTheElephant()
+	wronglyTurnedAway := rec.turnedAwayWithASeatFree("metrics", limitNow.Current, from, to)
 
 	t.Logf("ServerCL %d, metrics level limit %d (nominal %d), placement limit %d; each call holds its seat %v more",
 		serverCL, limitNow.Current, metricsLimits.Nominal, placement.Current, hold)
-	t.Logf("elephant: %d clients, %d rejections, seats used %.1f%% of its limit over %v",
-		serverCL+50, elephantRejected.Load(), 100*elephantUse, window.Round(time.Millisecond))
+	t.Logf("elephant: %d clients, %d rejections (%d with a seat free), seats used %.1f%% of its limit over %v",
+		serverCL+50, elephantRejected.Load(), wronglyTurnedAway, 100*elephantUse, window.Round(time.Millisecond))
 	t.Logf("mouse: 3 clients, %d rejections, %.3f seats asked for on average, %.3f granted (%.1f%%); %.1f%% of 3 seats in wall-clock time",
 		mouseRejected.Load(), mouseDemand, mouseConcurrency, 100*mouseShare, 100*mouseConcurrency/3)
 	t.Logf("single-client mouse (calls holding their seat 10ms more): %d calls, queue wait p99 %v, max %v", len(waits), p99(waits), slices.Max(append(waits, 0)))
@@ -262,5 +309,12 @@ func TestAnElephantCannotStarveAMouse(t *testing.T) {
 	require.GreaterOrEqual(t, mouseShare, 0.95, "the mouse is granted at least 95% of the seat-seconds it asks for")
 	require.NotEmpty(t, waits)
 	require.LessOrEqual(t, p99(waits), 10*time.Millisecond, "the single-client mouse's p99 queue wait")
-	require.GreaterOrEqual(t, elephantUse, 0.95, "the elephant keeps its level's seats used")
+	// The elephant's level rejects when full (no queue): a seat it frees
+	// stays free until the next of its retries arrives. No call may be
+	// turned away while one of its seats is free; the seats' use over the
+	// window (99% and more on a quiet machine, 94% seen beside the other
+	// suites of `go test ./...`) counts the retries' lag on a busy machine
+	// as well, so it is held to a looser bar.
+	require.Zero(t, wronglyTurnedAway, "no elephant call is turned away while its level has a seat free")
+	require.GreaterOrEqual(t, elephantUse, 0.85, "the elephant keeps its level's seats used")
 }
