@@ -91,7 +91,7 @@ func TestMainLeavesNothingBehind(t *testing.T) {
 	dir := t.TempDir()
 	configs := map[string]string{
 		"embedded": fmt.Sprintf("embedded:\n  path: %q\n  lock_timeout: 60s\n", filepath.Join(dir, "store.db")),
-		"etcd":     fmt.Sprintf("etcd:\n  machines: [%q]\n  prefix: %q\n  dial_timeout: 30s\n  call_timeout: 30s\n", storetest.SharedEtcd(t).Endpoint, fmt.Sprintf("/daemon-%d", os.Getpid())),
+		"etcd":     fmt.Sprintf("etcd:\n  machines: [%q]\n  prefix: %q\n  dial_timeout: 30s\n  call_timeout: 30s\n", storetest.SharedEtcd(t).Endpoint, fmt.Sprintf("/daemon-%d-%d", os.Getpid(), inProcessPrefix.Add(1))),
 	}
 	for _, name := range []string{"embedded", "etcd"} {
 		config := filepath.Join(dir, name+".yaml")
