@@ -18,7 +18,12 @@ type MoveRequest struct {
 	Holder  string
 	Objects Objects
 	ID      string
-	To      string
+	// From is the pool the command found the object in when it began: the
+	// pool it copies from and whose record it loads. A step that finds the
+	// object in another pool (moved meanwhile by another command) is
+	// refused, as aborted: the copy would come from the wrong place.
+	From string
+	To   string
 	// CommandID names the move; a step of another move is refused.
 	CommandID string
 	// Pools holds the records of the source and target pools.
@@ -44,6 +49,9 @@ func StartMove(r MoveRequest) (MoveOutcome, error) {
 	obj, ok := r.Objects[r.ID]
 	if !ok {
 		return MoveOutcome{}, types.Errorf(types.NotFound, "object %s does not exist on node %s", r.ID, r.Holder)
+	}
+	if err := r.stillIn(obj); err != nil {
+		return MoveOutcome{}, err
 	}
 	switch {
 	case obj.MovingTo == r.To && obj.MoveCommandID == r.CommandID:
@@ -80,6 +88,15 @@ func StartMove(r MoveRequest) (MoveOutcome, error) {
 	return MoveOutcome{Objects: objs, Pools: map[string]*Record{r.To: next}}, nil
 }
 
+// stillIn refuses a step that finds the object in another pool than the
+// one the command began with (From).
+func (r MoveRequest) stillIn(obj Object) error {
+	if obj.Pool != r.From {
+		return types.Errorf(types.Aborted, "object %s moved to pool %s after this move found it in pool %s; run the move again", r.ID, obj.Pool, r.From)
+	}
+	return nil
+}
+
 // moving finds the object under move r, or answers a replayed step.
 func (r MoveRequest) moving(settledPool string) (Object, bool, error) {
 	obj, ok := r.Objects[r.ID]
@@ -87,7 +104,7 @@ func (r MoveRequest) moving(settledPool string) (Object, bool, error) {
 	case !ok:
 		return Object{}, false, types.Errorf(types.NotFound, "object %s does not exist on node %s", r.ID, r.Holder)
 	case obj.MovingTo == r.To && obj.MoveCommandID == r.CommandID:
-		return obj, false, nil
+		return obj, false, r.stillIn(obj)
 	case obj.MovingTo == "" && obj.Pool == settledPool:
 		return obj, true, nil
 	default:

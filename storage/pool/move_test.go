@@ -14,7 +14,7 @@ func TestMoveTransitions(t *testing.T) {
 		w := newWorld()
 		w.nodes["n1"] = Objects{obj: {Pool: "ceph-a", Bytes: 100 * gib, Held: true}}
 		w.pools["ceph-a"].Reserved, w.pools["ceph-a"].Objects = 100*gib, 1
-		return w, MoveRequest{Node: "n1", Reach: w.reach["n1"], Holder: "n1", Objects: w.nodes["n1"], ID: obj, To: "nfs1", CommandID: "m1", Pools: w.pools}
+		return w, MoveRequest{Node: "n1", Reach: w.reach["n1"], Holder: "n1", Objects: w.nodes["n1"], ID: obj, From: "ceph-a", To: "nfs1", CommandID: "m1", Pools: w.pools}
 	}
 	apply := func(w *world, r *MoveRequest, out MoveOutcome) {
 		w.nodes[r.Holder] = out.Objects
@@ -119,6 +119,36 @@ func TestMoveTransitions(t *testing.T) {
 		out, err := StartMove(r)
 		require.NoError(t, err)
 		require.True(t, out.Done)
+	})
+	t.Run("every step refuses an object found in another pool than the move began with", func(t *testing.T) {
+		// The command found the object in pool p3; it has since moved to
+		// ceph-a (another command), and a move to nfs1 under this
+		// command's id was started from there meanwhile.
+		_, r := start()
+		r.From = "p3"
+		steps := map[string]func(MoveRequest) (MoveOutcome, error){
+			"start":  StartMove,
+			"settle": func(r MoveRequest) (MoveOutcome, error) { return SettleMove(r, t0) },
+			"abort":  func(r MoveRequest) (MoveOutcome, error) { return AbortMove(r, t0) },
+		}
+		for name, step := range steps {
+			for _, moving := range []bool{false, true} {
+				if !moving && name != "start" {
+					continue // settle and abort of an unmoving object are answered before the pool matters
+				}
+				o := r.Objects.Clone()
+				if moving {
+					o[obj] = Object{Pool: "ceph-a", Bytes: 100 * gib, Held: true, MovingTo: "nfs1", MoveCommandID: "m1"}
+				}
+				rr := r
+				rr.Objects = o
+				out, err := step(rr)
+				require.Equal(t, types.Aborted, types.ClassOf(err), "%s (moving %v): %v", name, moving, err)
+				require.EqualError(t, err, "object "+obj+" moved to pool ceph-a after this move found it in pool p3; run the move again")
+				require.False(t, out.Done)
+				require.Empty(t, out.Pools, "nothing to store")
+			}
+		}
 	})
 	t.Run("a settle of a move that is not in progress is refused", func(t *testing.T) {
 		_, r := start()

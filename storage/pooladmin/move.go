@@ -157,7 +157,7 @@ func MoveSteps(ctx context.Context, step Step, r MoveRequest) (pool.ObjectView, 
 					reach[id] = !checked || c.Available
 				}
 				out, err := decide(pool.MoveRequest{Node: r.Node, Reach: reach, Holder: holder, Objects: h.Usage.PoolObjects,
-					ID: r.Object, To: r.To, CommandID: r.CommandID, Pools: pools})
+					ID: r.Object, From: from, To: r.To, CommandID: r.CommandID, Pools: pools})
 				if err != nil || out.Done {
 					done = out.Done
 					return err
@@ -262,7 +262,8 @@ func (a *Admin) Cleanup(ctx context.Context, id, node string) (Cleaned, error) {
 // CleanupSteps removes, on this host (node Node, which declares the pool),
 // every copy pool id still keeps (a settled move's source, an aborted
 // move's target), then drops each entry under a compare on the pool
-// record. A copy that is the object's live copy here (move.Holds, against
+// record. Each entry is decided on a read of its own, just before its
+// removal: one another cleanup dropped meanwhile is passed over. A copy that is the object's live copy here (move.Holds, against
 // the path of the pool the node records say the object lives in) is never
 // removed: its entry is dropped the same way and listed in Dropped.
 //
@@ -312,6 +313,30 @@ func CleanupSteps(ctx context.Context, step Step, id, node string) (Cleaned, err
 		if err := ctx.Err(); err != nil {
 			return out, types.Wrap(types.Unavailable, context.Cause(ctx), "cleanup of pool "+id+" stopped (run it again to go on)")
 		}
+		// Each entry is decided on a read of its own, just before its
+		// removal: since the first read (and the removals before this
+		// one, which take their time), another cleanup may have removed
+		// this copy and dropped the entry, and a move may then have
+		// brought the object's live copy to the same place.
+		if err := step(func(sctx context.Context, a *Admin) (err error) {
+			st, err = a.read(sctx)
+			return err
+		}); err != nil {
+			return out, err
+		}
+		cur, ok := st.pools[id]
+		if !ok {
+			return out, notFound(id)
+		}
+		if !slices.ContainsFunc(cur.Cleanups, func(e pool.Cleanup) bool { return sameCleanup(e, c) }) {
+			continue // handled by another cleanup meanwhile
+		}
+		if n, ok = st.nodes[node]; !ok {
+			return out, types.Errorf(types.NotFound, "the storage plugin has no record of node %s", node)
+		}
+		if decl, ok = n.Capacity.Pools[id]; !ok {
+			return out, types.Errorf(types.FailedPrecondition, "node %s does not declare pool %s", node, id)
+		}
 		if d, live := liveCopy(st, n.Capacity.Pools, id, decl.Path, c); live {
 			if err := drop(c.Object); err != nil {
 				return out, err
@@ -328,6 +353,12 @@ func CleanupSteps(ctx context.Context, step Step, id, node string) (Cleaned, err
 		out.Removed = append(out.Removed, c)
 	}
 	return out, nil
+}
+
+// sameCleanup reports whether a and b are one cleanup entry (a copy left
+// by one command at one time).
+func sameCleanup(a, b pool.Cleanup) bool {
+	return a.Object == b.Object && a.Reason == b.Reason && a.CommandID == b.CommandID && a.Since.Equal(b.Since)
 }
 
 // liveCopy says whether cleanup entry c of pool id, whose copy on this

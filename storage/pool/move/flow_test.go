@@ -27,7 +27,7 @@ func TestMoveFlow(t *testing.T) {
 		}
 		nodes := map[string]pool.Objects{"n1": {obj: {Pool: "ceph-a", Bytes: 1 << 30, Held: true}}}
 		r := pool.MoveRequest{Node: "n1", Reach: map[string]bool{"ceph-a": true, "nfs1": true}, Holder: "n1",
-			Objects: nodes["n1"], ID: obj, To: "nfs1", CommandID: "m1", Pools: records}
+			Objects: nodes["n1"], ID: obj, From: "ceph-a", To: "nfs1", CommandID: "m1", Pools: records}
 		return from, to, records, nodes, r
 	}
 	store := func(t *testing.T, records map[string]*pool.Record, nodes map[string]pool.Objects, r *pool.MoveRequest, out pool.MoveOutcome) {
