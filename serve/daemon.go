@@ -586,6 +586,13 @@ func (d *Daemon) accept(req forward.Request, ahead *cache.Ahead) (cmd.Options, s
 	if _, ok := forward.Write(req.Verb); !ok {
 		return cmd.Options{}, "not a plugin verb"
 	}
+	// The call is classified (write or read, its flow, its node's lock)
+	// by req.Verb but runs req.Args: they must name that verb and nothing
+	// else, as a client's always do. Other arguments (an operator command
+	// under a read's name) are not run here.
+	if verb, _, ok := forward.VerbOf(req.Args); !ok || verb != req.Verb {
+		return cmd.Options{}, "the arguments do not name verb " + req.Verb + " alone"
+	}
 	d.filesMu.RLock()
 	s, ok := d.files[req.Config]
 	d.filesMu.RUnlock()
