@@ -6,6 +6,7 @@ import (
 	"io"
 	"os"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 	"unicode"
@@ -180,7 +181,17 @@ func Resolve(explicit, binary, wd string) string {
 		}
 	}
 	if !filepath.IsAbs(file) {
-		file = filepath.Join(wd, file)
+		file = wd + string(filepath.Separator) + file
+	}
+	if slices.Contains(strings.Split(file, string(filepath.Separator)), "..") {
+		// Clean would drop "link/.." as text, where the kernel (and so the
+		// command tree's open) follows link first: resolve the path as it
+		// is opened. One that cannot be resolved is left as it is, so that
+		// no daemon serves it and the binary reports it.
+		if real, err := filepath.EvalSymlinks(file); err == nil {
+			return real
+		}
+		return file
 	}
 	return filepath.Clean(file)
 }

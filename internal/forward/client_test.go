@@ -147,3 +147,40 @@ func (w *watchedReader) Read(p []byte) (int, error) {
 	w.read = true
 	return w.r.Read(p)
 }
+
+// TestResolveFollowsAPathAsTheKernelOpensIt: a config path through a
+// symbolic link and then ".." names the file the kernel opens (the link's
+// target's parent's), not the one the text would name once cleaned; the
+// daemon serving the latter must not take the call.
+func TestResolveFollowsAPathAsTheKernelOpensIt(t *testing.T) {
+	t.Setenv(EnvPath, "")
+	base := t.TempDir()
+	wd := filepath.Join(base, "wd")
+	target := filepath.Join(base, "other", "sub")
+	require.NoError(t, os.MkdirAll(wd, 0o755))
+	require.NoError(t, os.MkdirAll(target, 0o755))
+	require.NoError(t, os.Symlink(target, filepath.Join(wd, "link")))
+	require.NoError(t, os.WriteFile(filepath.Join(wd, "storage.yaml"), []byte("wd: 1\n"), 0o644))
+	require.NoError(t, os.WriteFile(filepath.Join(base, "other", "storage.yaml"), []byte("other: 2\n"), 0o644))
+	t.Chdir(wd)
+	for _, c := range []struct {
+		name, explicit, want string
+	}{
+		{"a path through a link and .. names the file under the link's target's parent", "link/../storage.yaml", filepath.Join(base, "other", "storage.yaml")},
+		{"the same path given absolute does too", wd + "/link/../storage.yaml", filepath.Join(base, "other", "storage.yaml")},
+		{"a path without .. is only cleaned", "./storage.yaml", filepath.Join(wd, "storage.yaml")},
+		{"a path with .. that does not resolve is left as given, so no daemon serves it", "missing/../storage.yaml", wd + "/missing/../storage.yaml"},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			got := Resolve(c.explicit, "storage", wd)
+			require.Equal(t, c.want, got)
+			if _, err := os.Stat(c.explicit); err == nil {
+				opened, err := os.ReadFile(c.explicit) // what the command tree reads
+				require.NoError(t, err)
+				resolved, err := os.ReadFile(got)
+				require.NoError(t, err)
+				require.Equal(t, string(opened), string(resolved))
+			}
+		})
+	}
+}
