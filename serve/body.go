@@ -66,7 +66,9 @@ func decodeBody(r io.Reader, route string, takes []string) (opBody, error) {
 		}
 		return b, types.Invalid("body: %s", err.Error())
 	}
-	if dec.More() {
+	// More would miss a stray } or ] after the object: what is left must
+	// be blank.
+	if len(bytes.TrimSpace(data[dec.InputOffset():])) > 0 {
 		return b, types.Invalid("body: data after the JSON object")
 	}
 	for _, name := range types.SortedKeys(fields) {

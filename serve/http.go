@@ -424,6 +424,10 @@ func (d *Daemon) ListenHTTP(addr string, files HTTPFiles) (*http.Server, net.Lis
 		// superfluous WriteHeader, a panic in one) goes to the daemon's
 		// log, in its format, instead of bare lines through package log.
 		ErrorLog: slog.NewLogLogger(d.log.Handler(), slog.LevelWarn),
+		// net/http would answer `OPTIONS *` itself, past flow control and
+		// without the priority headers: the handler answers it like any
+		// other path.
+		DisableGeneralOptionsHandler: true,
 	}
 	ln, err := net.Listen("tcp", addr)
 	if err != nil {

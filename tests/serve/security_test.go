@@ -1,6 +1,7 @@
 package serve_test
 
 import (
+	"bufio"
 	"bytes"
 	"crypto/ecdsa"
 	"crypto/elliptic"
@@ -191,6 +192,8 @@ func TestTheOperatorAPIWritesOnlyWithTheToken(t *testing.T) {
 			{"a ratio that is an object", "PUT", "/v1/overcommit/defaults", `{"cpu":{},"memory":1000}`, 400, `body: cpu must be a number or a string`},
 			{"a body that is not an object", "POST", "/v1/nodes/p1:drain", `[]`, 400, `body: want a JSON object, not array`},
 			{"data after the object", "POST", "/v1/nodes/p1:drain", `{} {}`, 400, `body: data after the JSON object`},
+			{"a stray brace after the object", "POST", "/v1/nodes/p1:drain", `{}}`, 400, `body: data after the JSON object`},
+			{"a stray bracket after an object with fields", "POST", "/v1/nodes/p1:drain", `{"command_id":"c1"} ]`, 400, `body: data after the JSON object`},
 			{"a method the path does not take", "DELETE", "/v1/nodes/p1", "", 405, `{"code":"unimplemented","message":"DELETE /v1/nodes/p1: this path takes GET, HEAD, POST"}`},
 			{"a path no route has", "GET", "/v1/nodes/p1/extra", "", 404, `{"code":"not_found","message":"no route GET /v1/nodes/p1/extra`},
 			{"a path with a trailing slash", "GET", "/v1/nodes/", "", 404, `"code":"not_found"`},
@@ -201,6 +204,20 @@ func TestTheOperatorAPIWritesOnlyWithTheToken(t *testing.T) {
 			require.True(t, json.Valid([]byte(body)), "%s: a JSON body: %s", c.name, body)
 		}
 		require.Equal(t, before, env.Dump(t), "nothing written")
+
+		// `OPTIONS *` (no path) goes through flow control like any
+		// request: net/http would otherwise answer it itself.
+		conn, err := net.Dial("tcp", addr)
+		require.NoError(t, err)
+		_, err = conn.Write([]byte("OPTIONS * HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n"))
+		require.NoError(t, err)
+		resp, err := http.ReadResponse(bufio.NewReader(conn), nil)
+		require.NoError(t, err)
+		require.NoError(t, resp.Body.Close())
+		require.NoError(t, conn.Close())
+		require.NotEmpty(t, resp.Header.Get("X-Eru-PF-Priority-Level"), "OPTIONS * admitted: %d %v", resp.StatusCode, resp.Header)
+		require.NotEmpty(t, resp.Header.Get("X-Eru-PF-Flow-Schema"))
+
 		code, body := request(t, http.DefaultClient, "GET", base+"/metrics", "", "")
 		require.Equal(t, 200, code)
 		d.Stop(t)
