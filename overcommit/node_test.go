@@ -62,6 +62,12 @@ func TestAddNode(t *testing.T) {
 		{name: "a host past 8 PiB is refused naming the same limit", request: `{"cpu": 1, "memory": "9P"}`, err: `memory: size "9P" is too large (at most 512 TiB)`},
 		{name: "a host cpu past the largest figure is refused naming the limit", request: `{"cpu": "9007199254740", "memory": "1G"}`,
 			err: `cpu "9007199254740" is too large (at most 562949953421.312 CPUs)`},
+		{name: "an engine's NCPU past the largest figure is refused naming the limit, not wrapped", request: `{}`,
+			info: `{"NCPU": 18446744073709552, "MemTotal": 1073741824}`, err: `info.NCPU 18446744073709552 is too large (at most 562949953421.312 CPUs)`},
+		{name: "an engine's NCPU one past the largest whole count is refused", request: `{}`,
+			info: `{"NCPU": 562949953422, "MemTotal": 1073741824}`, err: `info.NCPU 562949953422 is too large`},
+		{name: "an engine's NCPU at the largest whole count is taken", request: `{}`,
+			info: `{"NCPU": 562949953421, "MemTotal": 1073741824}`, want: Amount{562949953421000, gib}},
 	} {
 		t.Run(c.name, func(t *testing.T) {
 			var info *types.EngineInfo

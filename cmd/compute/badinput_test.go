@@ -101,6 +101,13 @@ func TestBadResources(t *testing.T) {
 				}
 			})
 		})
+		t.Run("an engine reporting more CPUs than a record holds is refused naming the limit, and nothing is written", func(t *testing.T) {
+			unchanged(t, env, func() {
+				// NCPU × 1000 would wrap to a host of 0.384 CPUs.
+				line := env.Fail(t, bin, "add-node", obj{"nodename": "n2", "resource": obj{}, "info": obj{"NCPU": int64(18446744073709552), "MemTotal": gib}})
+				require.Contains(t, line, "compute: add-node: node n2: invalid_argument: info.NCPU 18446744073709552 is too large (at most 562949953421.312 CPUs)")
+			})
+		})
 		t.Run("a request that is not one JSON object is refused", func(t *testing.T) {
 			unchanged(t, env, func() {
 				require.Contains(t, env.Fail(t, bin, "add-node", []byte(`{"nodename": "n2", "resource": {"cpu": 1}`)), "invalid_argument: request: ")
