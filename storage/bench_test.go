@@ -119,7 +119,7 @@ func benchCount(b *testing.B, node *Node, bindings []*VolumeBinding) {
 	b.ReportAllocs()
 	var got int
 	for b.Loop() {
-		n, err := Count(context.Background(), NewHost(&node.Capacity, &node.Usage), &node.Capacity, bindings, 10000)
+		n, err := Count(context.Background(), NewHost(&node.Capacity, &node.Usage), &node.Capacity, bindings, 10000, 10000)
 		if err != nil {
 			b.Fatal(err)
 		}

@@ -19,9 +19,14 @@ import (
 // workload takes. It fails only when ctx is done (deadline_exceeded).
 func (n *Node) DeployCapacity(ctx context.Context, w *WorkloadRequest, maxDeploy int) (types.NodeCapacity, error) {
 	limit := n.budget(w, maxDeploy)
+	if n.unknown && !w.IsEmpty() {
+		// Deploy refuses a node without a record for any request that asks
+		// something of storage: the query agrees.
+		limit = 0
+	}
 	count := limit
 	if limit > 0 && w.needsScheduling() {
-		c, err := Count(ctx, NewHost(&n.Capacity, &n.Usage), &n.Capacity, w.Request, limit)
+		c, err := Count(ctx, NewHost(&n.Capacity, &n.Usage), &n.Capacity, w.Request, limit, maxDeploy)
 		var u errUncovered
 		switch {
 		case errors.As(err, &u):

@@ -24,7 +24,7 @@ func TestConversionOpensOnlyDevicesThatHoldANormalBinding(t *testing.T) {
 	bs := mustBindings(t, "AUTO:/n:rw:50", "AUTO:/m:mrw:5")
 
 	t.Run("the capacity query opens /d1 for the normal binding and keeps /d0 whole for the group", func(t *testing.T) {
-		got, err := Count(context.Background(), hostOf(n), &n.Capacity, bs, 100)
+		got, err := Count(context.Background(), hostOf(n), &n.Capacity, bs, 100, 100)
 		require.NoError(t, err)
 		require.Equal(t, 1, got)
 	})
@@ -36,11 +36,11 @@ func TestConversionOpensOnlyDevicesThatHoldANormalBinding(t *testing.T) {
 	})
 	t.Run("when no unused device holds the smallest normal binding, conversion stops", func(t *testing.T) {
 		small := mustNode(t, `{"volumes":{"/d0":10,"/d1":20},"disks":[],"storage":100000}`, "")
-		got, err := Count(context.Background(), hostOf(small), &small.Capacity, bs, 100)
+		got, err := Count(context.Background(), hostOf(small), &small.Capacity, bs, 100, 100)
 		require.NoError(t, err)
 		require.Zero(t, got, "no device holds 50: nothing is converted and no plan has its normal binding")
 		only := mustBindings(t, "AUTO:/m:mrw:5")
-		got, err = Count(context.Background(), hostOf(small), &small.Capacity, only, 100)
+		got, err = Count(context.Background(), hostOf(small), &small.Capacity, only, 100, 100)
 		require.NoError(t, err)
 		require.Equal(t, 2, got, "both devices stay whole for monopoly groups")
 	})

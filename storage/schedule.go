@@ -494,8 +494,14 @@ func (l *layout) candidates(d *demand, k int) []int {
 }
 
 // Count returns how many workloads with these bindings fit on the host, at
-// most limit: the capacity query, weighing the host's full potential.
-func Count(ctx context.Context, h *Host, capacity *Resource, bindings []*VolumeBinding, limit int) (int, error) {
+// most limit: the capacity query, weighing the host's full potential. most
+// is the limit a deploy searches with (scheduler.max_deploy_count, see
+// Schedule): with IO quota the conversion points are not exact (see
+// candidates), and a deploy of one more than the count searches from its
+// own count's point, so the count is raised while that search finds its
+// plans. A capacity of N then means a deploy of N+1 fails, with IO quota
+// as without.
+func Count(ctx context.Context, h *Host, capacity *Resource, bindings []*VolumeBinding, limit, most int) (int, error) {
 	if limit <= 0 {
 		return 0, nil
 	}
@@ -506,8 +512,23 @@ func Count(ctx context.Context, h *Host, capacity *Resource, bindings []*VolumeB
 	if d.needsDevices() && len(h.Devices) == 0 {
 		return 0, nil
 	}
-	r, err := search(newProbe(ctx), h, d, limit, limit, false)
-	return r.made, err
+	pr := newProbe(ctx)
+	r, err := search(pr, h, d, limit, limit, false)
+	if err != nil {
+		return 0, err
+	}
+	made := r.made
+	for d.io && made < limit {
+		next, err := search(pr, h, d, made+1, max(made+1, most), false)
+		if err != nil {
+			return 0, err
+		}
+		if next.made <= made {
+			break
+		}
+		made = next.made
+	}
+	return made, nil
 }
 
 // Shortfall explains why a search made fewer plans than asked: the binding

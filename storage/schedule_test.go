@@ -172,7 +172,7 @@ func sharedDisk(t testing.TB) *Node {
 func TestScheduleFindsWhatCountPromisesWhenIOIsShared(t *testing.T) {
 	n := sharedDisk(t)
 	bs := mustBindings(t, "AUTO:/n:rw:500:5:0:0:0", "AUTO:/m:mrw:50:3:0:0:0")
-	count, err := Count(context.Background(), hostOf(n), &n.Capacity, bs, 100)
+	count, err := Count(context.Background(), hostOf(n), &n.Capacity, bs, 100, 100)
 	require.NoError(t, err)
 	require.Equal(t, 2, count)
 
@@ -224,7 +224,7 @@ func TestCountExamples(t *testing.T) {
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			n := tt.node(t)
-			got, err := Count(context.Background(), hostOf(n), &n.Capacity, mustBindings(t, tt.bindings...), tt.limit)
+			got, err := Count(context.Background(), hostOf(n), &n.Capacity, mustBindings(t, tt.bindings...), tt.limit, tt.limit)
 			require.NoError(t, err)
 			require.Equal(t, tt.want, got)
 		})
@@ -232,7 +232,7 @@ func TestCountExamples(t *testing.T) {
 
 	t.Run("a mount asking IO on a path no disk covers is an error, not a crash", func(t *testing.T) {
 		n := mustNode(t, `{"volumes":{},"disks":[{"device":"/dev/data","mounts":["/data"],"read_IOPS":100}],"storage":5}`, "")
-		_, err := Count(context.Background(), hostOf(n), &n.Capacity, mustBindings(t, "/etc/x:/x:rw:0:1:0:0:0"), 10)
+		_, err := Count(context.Background(), hostOf(n), &n.Capacity, mustBindings(t, "/etc/x:/x:rw:0:1:0:0:0"), 10, 10)
 		require.ErrorContains(t, err, "no disk's mounts cover /etc/x")
 	})
 }
