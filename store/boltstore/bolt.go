@@ -161,8 +161,16 @@ func (s *Store) Txn(ctx context.Context, conds []store.Cond, ops []store.Op) err
 		return types.Wrap(types.Internal, store.ErrReadOnly, "embedded store "+s.path)
 	}
 	now := s.now()
+	var (
+		next       int64 // the revision the write takes
+		committing bool  // the transaction was handed to Commit
+	)
 	err := s.guard(func() error {
-		return s.db.Update(func(tx *bolt.Tx) error {
+		tx, err := s.db.Begin(true)
+		if err != nil {
+			return err
+		}
+		if err := func(tx *bolt.Tx) error {
 			kv, err := tx.CreateBucketIfNotExists(bucketKV)
 			if err != nil {
 				return err
@@ -186,7 +194,7 @@ func (s *Store) Txn(ctx context.Context, conds []store.Cond, ops []store.Op) err
 					return store.ErrConflict
 				}
 			}
-			next := revision(meta) + 1
+			next = revision(meta) + 1
 			for _, op := range ops {
 				key := []byte(s.prefix + op.Key)
 				if op.Delete {
@@ -206,15 +214,41 @@ func (s *Store) Txn(ctx context.Context, conds []store.Cond, ops []store.Op) err
 			var buf [8]byte
 			binary.BigEndian.PutUint64(buf[:], uint64(next))
 			return meta.Put(keyRev, buf[:])
-		})
+		}(tx); err != nil {
+			_ = tx.Rollback()
+			return err
+		}
+		committing = true
+		return tx.Commit()
 	})
 	if errors.Is(err, store.ErrConflict) {
 		return err
+	}
+	if err != nil && committing && s.visible(next) {
+		// bbolt writes the page that makes a commit visible, then syncs
+		// it: a failed sync leaves the write visible now but maybe not
+		// after a crash. Such a write is neither landed nor not.
+		return types.Wrap(types.OutcomeUnknown, err, s.where()+": the write is in the file but could not be synced to disk; read the node before retrying")
 	}
 	if err != nil {
 		return s.classify(err)
 	}
 	return nil
+}
+
+// visible reports whether the store's revision is rev: after a commit that
+// failed, whether its write is what the file now shows.
+func (s *Store) visible(rev int64) bool {
+	var now int64
+	err := s.guard(func() error {
+		return s.db.View(func(tx *bolt.Tx) error {
+			if meta := tx.Bucket(bucketMeta); meta != nil {
+				now = revision(meta)
+			}
+			return nil
+		})
+	})
+	return err == nil && now == rev
 }
 
 // classify gives an error of a transaction its class: those of this

@@ -79,6 +79,15 @@ func Open(path string, opts Options) (*Store, error) {
 	}
 	db, err := s.openChecked(opts.ReadOnly, creating, timeout)
 	if err != nil {
+		if creating {
+			// The file did not exist and nothing was stored in it: a
+			// create that failed half-way (a full disk) must not leave an
+			// empty or partial file that every later call reports as
+			// damaged. Under the lock no other writer is creating it.
+			if rerr := os.Remove(path); rerr != nil && !errors.Is(rerr, fs.ErrNotExist) {
+				err = fmt.Errorf("%w (and the partial file could not be removed: %v)", err, rerr)
+			}
+		}
 		release(lock)
 		return nil, err
 	}
