@@ -3,6 +3,8 @@ package storage
 import (
 	"context"
 	"fmt"
+	"math/rand/v2"
+	"strings"
 	"testing"
 )
 
@@ -155,6 +157,44 @@ func BenchmarkCapacityWrite(b *testing.B) {
 	for b.Loop() {
 		if _, err := setCapacity(n, nil, req, false, false); err != nil {
 			b.Fatal(err)
+		}
+	}
+}
+
+// BenchmarkCapacityWithIOQuota is the capacity query over 300 random nodes
+// (1 to 64 devices, up to four disks with IO quota) for requests with IO
+// quota: the search that raises its count while a deploy of one more
+// would find its plans (Count).
+func BenchmarkCapacityWithIOQuota(b *testing.B) {
+	r := rand.New(rand.NewPCG(11, 12))
+	type query struct {
+		node      *Node
+		request   *WorkloadRequest
+		maxDeploy int
+	}
+	var queries []query
+	for len(queries) < 300 {
+		n := randomNode(r)
+		bs := randomBindings(r, true)
+		if uncoveredMount(n, bs) {
+			continue
+		}
+		list := make([]string, len(bs))
+		for i, v := range bs {
+			list[i] = fmt.Sprintf("%q", v.String())
+		}
+		w, err := Rules{}.ParseRequest([]byte(fmt.Sprintf(`{"volumes":[%s],"storage":%d}`, strings.Join(list, ","), r.Int64N(3000))))
+		if err != nil {
+			continue
+		}
+		queries = append(queries, query{n, w, 1 + r.IntN(100)})
+	}
+	b.ReportAllocs()
+	for b.Loop() {
+		for _, q := range queries {
+			if _, err := q.node.DeployCapacity(context.Background(), q.request, q.maxDeploy); err != nil {
+				b.Fatal(err)
+			}
 		}
 	}
 }

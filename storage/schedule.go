@@ -513,13 +513,17 @@ func Count(ctx context.Context, h *Host, capacity *Resource, bindings []*VolumeB
 		return 0, nil
 	}
 	pr := newProbe(ctx)
-	r, err := search(pr, h, d, limit, limit, false)
+	// exact holds the conversion counts already built without reaching
+	// their limit: their count is all they make, never more than made,
+	// so the raising searches skip them.
+	exact := map[int]bool{}
+	r, err := searchSkipping(pr, h, d, limit, limit, false, exact)
 	if err != nil {
 		return 0, err
 	}
 	made := r.made
 	for d.io && made < limit {
-		next, err := search(pr, h, d, made+1, max(made+1, most), false)
+		next, err := searchSkipping(pr, h, d, made+1, max(made+1, most), false, exact)
 		if err != nil {
 			return 0, err
 		}
@@ -585,6 +589,14 @@ type result struct {
 // and of most (the larger limit of a capacity query) and stopping at the
 // first that makes limit plans; else the best counts.
 func search(pr *probe, h *Host, d *demand, limit, most int, keep bool) (result, error) {
+	return searchSkipping(pr, h, d, limit, most, keep, nil)
+}
+
+// searchSkipping is search that builds no conversion count in exact, and
+// adds to exact (when not nil) each count it built that made fewer plans
+// than limit: a build makes its plans one after another whatever the
+// limit, so such a count makes that many and no more at any limit.
+func searchSkipping(pr *probe, h *Host, d *demand, limit, most int, keep bool, exact map[int]bool) (result, error) {
 	l := newLayout(h, d)
 	k, err := l.point(pr, d, limit)
 	if err != nil {
@@ -601,14 +613,21 @@ func search(pr *probe, h *Host, d *demand, limit, most int, keep bool) (result, 
 	slices.Sort(cands)
 	cands = slices.Compact(cands)
 	var best result
-	for j, k := range cands {
+	first := true
+	for _, k := range cands {
+		if exact[k] {
+			continue
+		}
 		used, unused := l.at(k)
 		r, err := build(pr, h, d, used, unused, limit, keep)
 		if err != nil {
 			return result{}, err
 		}
-		if j == 0 || r.made > best.made {
-			best = r
+		if exact != nil && r.made < limit {
+			exact[k] = true
+		}
+		if first || r.made > best.made {
+			best, first = r, false
 		}
 		if best.made >= limit {
 			break
