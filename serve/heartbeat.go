@@ -1,6 +1,7 @@
 package serve
 
 import (
+	"bytes"
 	"crypto/hmac"
 	"crypto/rand"
 	"crypto/sha256"
@@ -115,10 +116,16 @@ func (d *Daemon) heartbeat(s *stamper, token string) http.HandlerFunc {
 			return
 		}
 		var req cmd.HeartbeatRequest
-		dec := json.NewDecoder(io.LimitReader(r.Body, 1<<20))
+		body := io.LimitReader(r.Body, 1<<20)
+		dec := json.NewDecoder(body)
 		dec.DisallowUnknownFields()
 		if err := dec.Decode(&req); err != nil {
 			fail(types.Invalid("body: %s", err.Error()))
+			return
+		}
+		// One JSON object, as every write's body (see decodeBody).
+		if rest, err := io.ReadAll(io.MultiReader(dec.Buffered(), body)); err != nil || len(bytes.TrimSpace(rest)) > 0 {
+			fail(types.Invalid("body: data after the JSON object"))
 			return
 		}
 		offset, err := s.measure(req.Stamp, req.NodeTime, received)

@@ -194,6 +194,7 @@ func TestTheOperatorAPIWritesOnlyWithTheToken(t *testing.T) {
 			{"data after the object", "POST", "/v1/nodes/p1:drain", `{} {}`, 400, `body: data after the JSON object`},
 			{"a stray brace after the object", "POST", "/v1/nodes/p1:drain", `{}}`, 400, `body: data after the JSON object`},
 			{"a stray bracket after an object with fields", "POST", "/v1/nodes/p1:drain", `{"command_id":"c1"} ]`, 400, `body: data after the JSON object`},
+			{"data after a heartbeat's object", "POST", "/v1/nodes/p1:heartbeat", `{} }`, 400, `body: data after the JSON object`},
 			{"a method the path does not take", "DELETE", "/v1/nodes/p1", "", 405, `{"code":"unimplemented","message":"DELETE /v1/nodes/p1: this path takes GET, HEAD, POST"}`},
 			{"a path no route has", "GET", "/v1/nodes/p1/extra", "", 404, `{"code":"not_found","message":"no route GET /v1/nodes/p1/extra`},
 			{"a path with a trailing slash", "GET", "/v1/nodes/", "", 404, `"code":"not_found"`},
