@@ -170,52 +170,15 @@ func (s *Store) Txn(ctx context.Context, conds []store.Cond, ops []store.Op) err
 		if err != nil {
 			return err
 		}
-		if err := func(tx *bolt.Tx) error {
-			kv, err := tx.CreateBucketIfNotExists(bucketKV)
-			if err != nil {
-				return err
+		// Rolled back on an error or a panic in apply (which guard turns
+		// into data_loss), as bbolt's Update would: an open write
+		// transaction would hold the store's writer lock for good.
+		defer func() {
+			if !committing {
+				_ = tx.Rollback()
 			}
-			meta, err := tx.CreateBucketIfNotExists(bucketMeta)
-			if err != nil {
-				return err
-			}
-			for _, c := range conds {
-				var rev int64
-				if raw := kv.Get([]byte(s.prefix + c.Key)); raw != nil {
-					r, _, live, err := s.decode(raw, now)
-					if err != nil {
-						return err
-					}
-					if live {
-						rev = r
-					}
-				}
-				if rev != c.ModRevision {
-					return store.ErrConflict
-				}
-			}
-			next = revision(meta) + 1
-			for _, op := range ops {
-				key := []byte(s.prefix + op.Key)
-				if op.Delete {
-					if err := kv.Delete(key); err != nil {
-						return err
-					}
-					continue
-				}
-				var expires time.Time
-				if op.TTL > 0 {
-					expires = now.Add(op.TTL)
-				}
-				if err := kv.Put(key, encode(next, expires, op.Value)); err != nil {
-					return err
-				}
-			}
-			var buf [8]byte
-			binary.BigEndian.PutUint64(buf[:], uint64(next))
-			return meta.Put(keyRev, buf[:])
-		}(tx); err != nil {
-			_ = tx.Rollback()
+		}()
+		if next, err = s.apply(tx, conds, ops, now); err != nil {
 			return err
 		}
 		committing = true
@@ -234,6 +197,54 @@ func (s *Store) Txn(ctx context.Context, conds []store.Cond, ops []store.Op) err
 		return s.classify(err)
 	}
 	return nil
+}
+
+// apply checks conds and writes ops in the update transaction tx at time
+// now, and answers the revision the write takes.
+func (s *Store) apply(tx *bolt.Tx, conds []store.Cond, ops []store.Op, now time.Time) (int64, error) {
+	kv, err := tx.CreateBucketIfNotExists(bucketKV)
+	if err != nil {
+		return 0, err
+	}
+	meta, err := tx.CreateBucketIfNotExists(bucketMeta)
+	if err != nil {
+		return 0, err
+	}
+	for _, c := range conds {
+		var rev int64
+		if raw := kv.Get([]byte(s.prefix + c.Key)); raw != nil {
+			r, _, live, err := s.decode(raw, now)
+			if err != nil {
+				return 0, err
+			}
+			if live {
+				rev = r
+			}
+		}
+		if rev != c.ModRevision {
+			return 0, store.ErrConflict
+		}
+	}
+	next := revision(meta) + 1
+	for _, op := range ops {
+		key := []byte(s.prefix + op.Key)
+		if op.Delete {
+			if err := kv.Delete(key); err != nil {
+				return 0, err
+			}
+			continue
+		}
+		var expires time.Time
+		if op.TTL > 0 {
+			expires = now.Add(op.TTL)
+		}
+		if err := kv.Put(key, encode(next, expires, op.Value)); err != nil {
+			return 0, err
+		}
+	}
+	var buf [8]byte
+	binary.BigEndian.PutUint64(buf[:], uint64(next))
+	return next, meta.Put(keyRev, buf[:])
 }
 
 // visible reports whether the store's revision is rev: after a commit that
