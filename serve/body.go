@@ -66,10 +66,8 @@ func decodeBody(r io.Reader, route string, takes []string) (opBody, error) {
 		}
 		return b, types.Invalid("body: %s", err.Error())
 	}
-	// More would miss a stray } or ] after the object: what is left must
-	// be blank.
-	if len(bytes.TrimSpace(data[dec.InputOffset():])) > 0 {
-		return b, types.Invalid("body: data after the JSON object")
+	if err := onlyOneValue(data, dec); err != nil {
+		return b, err
 	}
 	for _, name := range types.SortedKeys(fields) {
 		if !slices.Contains(takes, name) {
@@ -141,4 +139,14 @@ func givenFlags(pairs ...string) []string {
 		}
 	}
 	return out
+}
+
+// onlyOneValue refuses a body with anything but blanks after the JSON
+// value dec decoded from data: a write's body is one object. (Decoder.More
+// would miss a stray } or ] after it.)
+func onlyOneValue(data []byte, dec *json.Decoder) error {
+	if len(bytes.TrimSpace(data[dec.InputOffset():])) > 0 {
+		return types.Invalid("body: data after the JSON object")
+	}
+	return nil
 }

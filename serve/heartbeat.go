@@ -116,16 +116,19 @@ func (d *Daemon) heartbeat(s *stamper, token string) http.HandlerFunc {
 			return
 		}
 		var req cmd.HeartbeatRequest
-		body := io.LimitReader(r.Body, 1<<20)
-		dec := json.NewDecoder(body)
+		data, err := io.ReadAll(io.LimitReader(r.Body, 1<<20))
+		if err != nil {
+			fail(types.Wrap(types.InvalidArgument, err, "body"))
+			return
+		}
+		dec := json.NewDecoder(bytes.NewReader(data))
 		dec.DisallowUnknownFields()
 		if err := dec.Decode(&req); err != nil {
 			fail(types.Invalid("body: %s", err.Error()))
 			return
 		}
-		// One JSON object, as every write's body (see decodeBody).
-		if rest, err := io.ReadAll(io.MultiReader(dec.Buffered(), body)); err != nil || len(bytes.TrimSpace(rest)) > 0 {
-			fail(types.Invalid("body: data after the JSON object"))
+		if err := onlyOneValue(data, dec); err != nil {
+			fail(err)
 			return
 		}
 		offset, err := s.measure(req.Stamp, req.NodeTime, received)

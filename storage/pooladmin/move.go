@@ -263,9 +263,10 @@ func (a *Admin) Cleanup(ctx context.Context, id, node string) (Cleaned, error) {
 // every copy pool id still keeps (a settled move's source, an aborted
 // move's target), then drops each entry under a compare on the pool
 // record. Each entry is decided on a read of its own, just before its
-// removal: one another cleanup dropped meanwhile is passed over. A copy that is the object's live copy here (move.Holds, against
-// the path of the pool the node records say the object lives in) is never
-// removed: its entry is dropped the same way and listed in Dropped.
+// removal: one another cleanup dropped meanwhile is passed over. A copy
+// that is the object's live copy here (move.Holds, against the path of the
+// pool the node records say the object lives in) is never removed: its
+// entry is dropped the same way and listed in Dropped.
 //
 // As in MoveSteps, every store call runs in a step of its own and the
 // removals run between them, under ctx only: removing a big copy takes as
@@ -274,24 +275,9 @@ func CleanupSteps(ctx context.Context, step Step, id, node string) (Cleaned, err
 	if err := pool.ValidID(id); err != nil {
 		return Cleaned{}, err
 	}
-	var st *state
-	if err := step(func(sctx context.Context, a *Admin) (err error) {
-		st, err = a.read(sctx)
-		return err
-	}); err != nil {
+	first, err := readCleanup(step, id, node)
+	if err != nil {
 		return Cleaned{}, err
-	}
-	rec, ok := st.pools[id]
-	if !ok {
-		return Cleaned{}, notFound(id)
-	}
-	n, ok := st.nodes[node]
-	if !ok {
-		return Cleaned{}, types.Errorf(types.NotFound, "the storage plugin has no record of node %s", node)
-	}
-	decl, ok := n.Capacity.Pools[id]
-	if !ok {
-		return Cleaned{}, types.Errorf(types.FailedPrecondition, "node %s does not declare pool %s", node, id)
 	}
 	drop := func(object string) error {
 		return step(func(sctx context.Context, a *Admin) error {
@@ -309,7 +295,7 @@ func CleanupSteps(ctx context.Context, step Step, id, node string) (Cleaned, err
 		})
 	}
 	out := Cleaned{Pool: id, Removed: []pool.Cleanup{}, Dropped: []Dropped{}}
-	for _, c := range rec.Cleanups {
+	for _, c := range first.rec.Cleanups {
 		if err := ctx.Err(); err != nil {
 			return out, types.Wrap(types.Unavailable, context.Cause(ctx), "cleanup of pool "+id+" stopped (run it again to go on)")
 		}
@@ -318,26 +304,15 @@ func CleanupSteps(ctx context.Context, step Step, id, node string) (Cleaned, err
 		// one, which take their time), another cleanup may have removed
 		// this copy and dropped the entry, and a move may then have
 		// brought the object's live copy to the same place.
-		if err := step(func(sctx context.Context, a *Admin) (err error) {
-			st, err = a.read(sctx)
-			return err
-		}); err != nil {
+		now, err := readCleanup(step, id, node)
+		if err != nil {
 			return out, err
 		}
-		cur, ok := st.pools[id]
-		if !ok {
-			return out, notFound(id)
-		}
-		if !slices.ContainsFunc(cur.Cleanups, func(e pool.Cleanup) bool { return sameCleanup(e, c) }) {
+		if !slices.ContainsFunc(now.rec.Cleanups, func(e pool.Cleanup) bool { return sameCleanup(e, c) }) {
 			continue // handled by another cleanup meanwhile
 		}
-		if n, ok = st.nodes[node]; !ok {
-			return out, types.Errorf(types.NotFound, "the storage plugin has no record of node %s", node)
-		}
-		if decl, ok = n.Capacity.Pools[id]; !ok {
-			return out, types.Errorf(types.FailedPrecondition, "node %s does not declare pool %s", node, id)
-		}
-		if d, live := liveCopy(st, n.Capacity.Pools, id, decl.Path, c); live {
+		decl := now.decls[id]
+		if d, live := liveCopy(now.st, now.decls, id, decl.Path, c); live {
 			if err := drop(c.Object); err != nil {
 				return out, err
 			}
@@ -353,6 +328,38 @@ func CleanupSteps(ctx context.Context, step Step, id, node string) (Cleaned, err
 		out.Removed = append(out.Removed, c)
 	}
 	return out, nil
+}
+
+// cleanupView is what a cleanup decides on: one read of the store, pool
+// id's record and the pools node declares (id among them).
+type cleanupView struct {
+	st    *state
+	rec   *pool.Record
+	decls map[string]pool.Declaration
+}
+
+// readCleanup reads the store in a step of its own and checks that pool id
+// and node exist and that the node declares the pool.
+func readCleanup(step Step, id, node string) (cleanupView, error) {
+	var st *state
+	if err := step(func(sctx context.Context, a *Admin) (err error) {
+		st, err = a.read(sctx)
+		return err
+	}); err != nil {
+		return cleanupView{}, err
+	}
+	rec, ok := st.pools[id]
+	if !ok {
+		return cleanupView{}, notFound(id)
+	}
+	n, ok := st.nodes[node]
+	if !ok {
+		return cleanupView{}, types.Errorf(types.NotFound, "the storage plugin has no record of node %s", node)
+	}
+	if _, ok := n.Capacity.Pools[id]; !ok {
+		return cleanupView{}, types.Errorf(types.FailedPrecondition, "node %s does not declare pool %s", node, id)
+	}
+	return cleanupView{st: st, rec: rec, decls: n.Capacity.Pools}, nil
 }
 
 // sameCleanup reports whether a and b are one cleanup entry (a copy left
