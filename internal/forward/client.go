@@ -183,7 +183,7 @@ func Resolve(explicit, binary, wd string) string {
 	if !filepath.IsAbs(file) {
 		file = wd + string(filepath.Separator) + file
 	}
-	if slices.Contains(strings.Split(file, string(filepath.Separator)), "..") {
+	if strings.Contains(file, "..") && slices.Contains(strings.Split(file, string(filepath.Separator)), "..") {
 		// Clean would drop "link/.." as text, where the kernel (and so the
 		// command tree's open) follows link first: resolve the path as it
 		// is opened. One that cannot be resolved is left as it is, so that
