@@ -4,7 +4,6 @@ import (
 	"context"
 	"fmt"
 	"math/rand/v2"
-	"strings"
 	"testing"
 )
 
@@ -179,11 +178,7 @@ func BenchmarkCapacityWithIOQuota(b *testing.B) {
 		if uncoveredMount(n, bs) {
 			continue
 		}
-		list := make([]string, len(bs))
-		for i, v := range bs {
-			list[i] = fmt.Sprintf("%q", v.String())
-		}
-		w, err := Rules{}.ParseRequest([]byte(fmt.Sprintf(`{"volumes":[%s],"storage":%d}`, strings.Join(list, ","), r.Int64N(3000))))
+		w, err := Rules{}.ParseRequest([]byte(requestJSON(bs, r.Int64N(3000))))
 		if err != nil {
 			continue
 		}

@@ -2,9 +2,7 @@ package storage
 
 import (
 	"context"
-	"fmt"
 	"math/rand/v2"
-	"strings"
 	"testing"
 
 	"github.com/stretchr/testify/require"
@@ -39,16 +37,12 @@ func TestTheCapacityQueryAgreesWithDeploy(t *testing.T) {
 			if uncoveredMount(n, bs) {
 				continue
 			}
-			list := make([]string, len(bs))
-			for i, b := range bs {
-				list[i] = fmt.Sprintf("%q", b.String())
-			}
 			flat := r.Int64N(3000)
 			maxDeploy := 1 + r.IntN(100)
 			if c != 1470 {
 				continue
 			}
-			w := mustRequest(t, fmt.Sprintf(`{"volumes":[%s],"storage":%d}`, strings.Join(list, ","), flat), false)
+			w := mustRequest(t, requestJSON(bs, flat), false)
 			got, err := n.DeployCapacity(context.Background(), w, maxDeploy)
 			require.NoError(t, err)
 			require.Positive(t, got.Capacity, "the query answers what a deploy of 1 finds")

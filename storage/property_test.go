@@ -22,6 +22,16 @@ func propertyCases() int {
 	return 3000
 }
 
+// requestJSON is a workload request of bindings bs and a flat storage
+// budget, as core sends it.
+func requestJSON(bs []*VolumeBinding, storage int64) string {
+	list := make([]string, len(bs))
+	for i, b := range bs {
+		list[i] = fmt.Sprintf("%q", b.String())
+	}
+	return fmt.Sprintf(`{"volumes":[%s],"storage":%d}`, strings.Join(list, ","), storage)
+}
+
 // randomNode builds a node of 1 to 64 volume devices under /data/gN/, some
 // unused, some partly or fully used, and 0 to 4 disks whose mounts cover
 // some of them, with random quotas and quota usage.
@@ -241,12 +251,8 @@ func TestDeployCapacityNeverExceedsTheBudget(t *testing.T) {
 	for c := range propertyCases() {
 		n := randomNode(r)
 		bs := randomBindings(r, r.IntN(2) == 0)
-		list := make([]string, len(bs))
-		for i, b := range bs {
-			list[i] = fmt.Sprintf("%q", b.String())
-		}
 		flat := r.Int64N(3000)
-		w := mustRequest(t, fmt.Sprintf(`{"volumes":[%s],"storage":%d}`, strings.Join(list, ","), flat), false)
+		w := mustRequest(t, requestJSON(bs, flat), false)
 		maxDeploy := 1 + r.IntN(100)
 		got, err := n.DeployCapacity(context.Background(), w, maxDeploy)
 		require.NoError(t, err)
@@ -287,11 +293,7 @@ func TestReallocDeltaMovesUsageFromOldToNew(t *testing.T) {
 		if uncoveredMount(n, bs) {
 			continue
 		}
-		list := make([]string, len(bs))
-		for i, b := range bs {
-			list[i] = fmt.Sprintf("%q", b.String())
-		}
-		w := mustRequest(t, fmt.Sprintf(`{"volumes":[%s],"storage":%d}`, strings.Join(list, ","), r.Int64N(100)), false)
+		w := mustRequest(t, requestJSON(bs, r.Int64N(100)), false)
 		wls, err := n.Deploy(context.Background(), w, 1, 10)
 		if err != nil {
 			continue
