@@ -49,8 +49,26 @@ var Binaries = []string{"storage", "compute"}
 // served is one config file the daemon answers for, as it was at start.
 type served struct {
 	cfg   *config.Config
-	size  int64
-	mtime time.Time
+	stamp config.Stamp // what the file held when the daemon read it
+	// settled: the file was seen holding stamp's contents long enough
+	// after its last write that a later write must change its
+	// modification time; until then each call compares the contents.
+	settled atomic.Bool
+}
+
+func newServed(cfg *config.Config, stamp config.Stamp) *served {
+	s := &served{cfg: cfg, stamp: stamp}
+	s.settled.Store(!stamp.Racy())
+	return s
+}
+
+// unchanged reports whether the file still holds what the daemon serves.
+func (s *served) unchanged() bool {
+	same, settled := s.stamp.Unchanged(s.cfg.File, !s.settled.Load())
+	if settled {
+		s.settled.Store(true)
+	}
+	return same
 }
 
 // Daemon is a running serve daemon.
@@ -59,7 +77,7 @@ type Daemon struct {
 	wd    string
 	cfg   *config.Config // the daemon's own configuration
 	serve Config
-	files map[string]served // config file (absolute; "" for none) -> config
+	files map[string]*served // config file (absolute; "" for none) -> config
 	log   *slog.Logger
 	admit Admission
 	flow  *flowcontrol.Controller // nil when New was given its own admission
@@ -101,8 +119,8 @@ func New(ctx context.Context, name, wd string, cfg *config.Config, sc Config, lo
 			return nil, err
 		}
 	}
-	d := &Daemon{name: name, wd: wd, cfg: cfg, serve: sc, log: log, admit: admit, files: map[string]served{}, decoders: cmd.Decoders()}
-	d.files[cfg.File] = stamp(cfg)
+	d := &Daemon{name: name, wd: wd, cfg: cfg, serve: sc, log: log, admit: admit, files: map[string]*served{}, decoders: cmd.Decoders()}
+	d.files[cfg.File] = newServed(cfg, cfg.Stamp)
 	// The other plugin's file is looked for beside the daemon's own (the
 	// folder core execs the plugins from), wherever the daemon was started.
 	folder := wd
@@ -127,7 +145,7 @@ func New(ctx context.Context, name, wd string, cfg *config.Config, sc Config, lo
 			log.Warn("config not served: it names another store", "file", abs)
 			continue
 		}
-		d.files[abs] = stamp(other)
+		d.files[abs] = newServed(other, other.Stamp)
 	}
 	if cfg.UsesEtcd() {
 		s, err := cfg.Open(ctx, config.Read)
@@ -191,15 +209,11 @@ func (d *Daemon) Reload() error {
 	if file == "" {
 		return errors.New("no config file to reload: the daemon runs on built-in defaults")
 	}
-	fi, err := os.Stat(file)
+	stamp, err := config.ReadFile(file)
 	if err != nil {
 		return types.Wrap(types.InvalidArgument, err, "config")
 	}
-	data, err := os.ReadFile(file)
-	if err != nil {
-		return types.Wrap(types.InvalidArgument, err, "config")
-	}
-	next, err := config.Parse(data, file)
+	next, err := config.Parse(stamp.Data, file)
 	if err != nil {
 		return err
 	}
@@ -226,7 +240,7 @@ func (d *Daemon) Reload() error {
 	// so the file's calls are served again, even when its flowcontrol
 	// section was refused (the daemon keeps the one it runs).
 	d.filesMu.Lock()
-	d.files[file] = served{cfg: d.files[file].cfg, size: fi.Size(), mtime: fi.ModTime()}
+	d.files[file] = newServed(d.files[file].cfg, stamp)
 	d.filesMu.Unlock()
 	return flowErr
 }
@@ -237,19 +251,9 @@ func sameSettings(a, b *config.Config) bool {
 	x, y := *a, *b
 	for _, c := range []*config.Config{&x, &y} {
 		var source config.Source
-		c.Warnings, c.Serve, c.FlowControl, c.Source, c.Searched = nil, yaml.Node{}, yaml.Node{}, source, nil
+		c.Warnings, c.Serve, c.FlowControl, c.Source, c.Searched, c.Stamp = nil, yaml.Node{}, yaml.Node{}, source, nil, config.Stamp{}
 	}
 	return reflect.DeepEqual(x, y)
-}
-
-func stamp(cfg *config.Config) served {
-	s := served{cfg: cfg}
-	if cfg.File != "" {
-		if fi, err := os.Stat(cfg.File); err == nil {
-			s.size, s.mtime = fi.Size(), fi.ModTime()
-		}
-	}
-	return s
 }
 
 func sameStore(a, b *config.Config) bool {
@@ -599,11 +603,8 @@ func (d *Daemon) accept(req forward.Request, ahead *cache.Ahead) (cmd.Options, s
 	if !ok || (req.Config == "" && req.Dir != d.wd) {
 		return cmd.Options{}, "another config: " + req.Config
 	}
-	if req.Config != "" {
-		fi, err := os.Stat(req.Config)
-		if err != nil || fi.Size() != s.size || !fi.ModTime().Equal(s.mtime) {
-			return cmd.Options{}, "config changed since the daemon started: " + req.Config
-		}
+	if req.Config != "" && !s.unchanged() {
+		return cmd.Options{}, "config changed since the daemon started: " + req.Config
 	}
 	if ahead != nil {
 		return d.options(s.cfg, ahead), ""

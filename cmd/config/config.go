@@ -39,6 +39,8 @@ type Config struct {
 	// Warnings are problems that do not stop a command, to be logged (for
 	// example a password in a file every user can read).
 	Warnings []string
+	// Stamp is what Load read from File (zero for defaults and Parse).
+	Stamp Stamp
 
 	Etcd      Etcd
 	Embedded  Embedded
@@ -136,7 +138,7 @@ func Load(explicit, name string) (*Config, error) {
 		cfg.Searched = found.Searched
 		return cfg, nil
 	}
-	data, err := os.ReadFile(found.File)
+	stamp, err := ReadFile(found.File)
 	if err != nil {
 		return nil, types.Wrap(fileClass(err), err, "config")
 	}
@@ -144,14 +146,12 @@ func Load(explicit, name string) (*Config, error) {
 	if err != nil {
 		return nil, types.Wrap(types.InvalidArgument, err, "config "+found.File)
 	}
-	cfg, err := Parse(data, abs)
+	cfg, err := Parse(stamp.Data, abs)
 	if err != nil {
 		return nil, err
 	}
-	cfg.Source = found.Source
-	if info, err := os.Stat(abs); err == nil {
-		cfg.Warnings = append(cfg.Warnings, exposedSecrets(cfg, info.Mode())...)
-	}
+	cfg.Source, cfg.Stamp = found.Source, stamp
+	cfg.Warnings = append(cfg.Warnings, exposedSecrets(cfg, stamp.Mode)...)
 	return cfg, nil
 }
 
