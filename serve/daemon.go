@@ -459,7 +459,13 @@ func (d *Daemon) handle(conn *net.UnixConn) {
 	// bound it tighter); core's own call timeout is usually shorter.
 	actx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
-	adm, rej := d.admit(actx, Request{Kind: "verb", Verb: req.Verb, Pod: named.pod(), Caller: socketCaller(uid, pid), Stdin: stdin})
+	areq := Request{Kind: "verb", Verb: req.Verb, Pod: named.pod(), Caller: socketCaller(uid, pid), Stdin: stdin}
+	if !write {
+		// A read's client takes a silent daemon for a stalled one
+		// (forward.ReadStall): tell it the call waits for a seat.
+		areq.Queued = func() { _, _ = conn.Write([]byte{forward.Queued}) }
+	}
+	adm, rej := d.admit(actx, areq)
 	var (
 		code    int
 		out, eb []byte

@@ -1,6 +1,7 @@
 package serve
 
 import (
+	"bytes"
 	"context"
 	"io"
 	"log/slog"
@@ -20,6 +21,7 @@ import (
 	"github.com/eru-extend/resources/cmd/config"
 	"github.com/eru-extend/resources/flowcontrol"
 	"github.com/eru-extend/resources/flowcontrol/clock"
+	"github.com/eru-extend/resources/internal/forward"
 )
 
 // flowDaemon runs a daemon on an embedded store in a fresh folder whose
@@ -240,7 +242,7 @@ func TestARejectionComesOnlyWithTheSeatsAndTheQueueFull(t *testing.T) {
 		require.Equal(t, "operator", got.Header.Get(HeaderLevel))
 	})
 
-	t.Run("on the socket: the queued call runs, the one beyond the queue exits 128 naming the level", func(t *testing.T) {
+	t.Run("on the socket: the queued call runs, however long it waits, and the one beyond the queue exits 128 naming the level", func(t *testing.T) {
 		held, err := ctl.Admit(context.Background(), flowcontrol.Request{Verb: "calculate-deploy", Pod: "pod:other"})
 		require.NoError(t, err)
 		type result struct {
@@ -248,10 +250,15 @@ func TestARejectionComesOnlyWithTheSeatsAndTheQueueFull(t *testing.T) {
 			handled       bool
 			stdout, stder string
 		}
+		// The queued read's client would run it itself after stall of
+		// silence: the daemon tells it the call is queued.
+		const stall = 100 * time.Millisecond
 		queued := make(chan result, 1)
 		go func() {
-			code, handled, out, errOut := forwardCall(t, file, "calculate-deploy", `{"nodename":"n1","deploy_count":1}`)
-			queued <- result{code, handled, out, errOut}
+			var out, errb bytes.Buffer
+			code, handled, _ := forward.Try(forward.Call{Binary: "storage", Args: []string{"--config", file, "calculate-deploy"},
+				Stdin: strings.NewReader(`{"nodename":"n1","deploy_count":1}`), Stdout: &out, Stderr: &errb, Stall: stall})
+			queued <- result{code, handled, out.String(), errb.String()}
 		}()
 		waitFor(t, "the forwarded call to queue", func() bool { return inqueue("placement") == 1 })
 		code, handled, out, errOut := forwardCall(t, file, "calculate-deploy", `{"nodename":"n2","deploy_count":1}`)
@@ -259,9 +266,10 @@ func TestARejectionComesOnlyWithTheSeatsAndTheQueueFull(t *testing.T) {
 		require.Equal(t, 128, code)
 		require.Empty(t, out)
 		require.Equal(t, "storage: calculate-deploy: unavailable: too many requests (priority level placement, retry after 1s)\n", errOut)
+		time.Sleep(3 * stall)
 		held.Done()
 		r := <-queued
-		require.True(t, r.handled)
+		require.True(t, r.handled, "the queued call was answered by the daemon after waiting %s", 3*stall)
 		require.NotContains(t, r.stder, "too many requests", "the queued call ran once the seat was free")
 	})
 }

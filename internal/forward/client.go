@@ -9,6 +9,7 @@ import (
 	"slices"
 	"strconv"
 	"strings"
+	"time"
 	"unicode"
 	"unicode/utf8"
 
@@ -39,6 +40,8 @@ type Call struct {
 	Stdin  io.Reader
 	Stdout io.Writer
 	Stderr io.Writer
+	// Stall is how long a read waits on a silent daemon; 0 is ReadStall.
+	Stall time.Duration
 }
 
 // Outcome is what Forward did with a call.
@@ -109,9 +112,26 @@ func Forward(c Call) Outcome {
 	}
 	// A small call's whole answer comes in one read of the socket.
 	r := &reader{conn: conn, buf: make([]byte, 0, 16<<10)}
+	stall := c.Stall
+	if stall == 0 {
+		stall = ReadStall
+	}
+	if !write && conn.setReadTimeout(stall) != nil {
+		return o
+	}
 	status, err := r.ReadByte()
+	if err == nil && status == Queued {
+		// Alive, and waiting for a seat: as long as the daemon lets it.
+		if conn.setReadTimeout(0) != nil {
+			return o
+		}
+		status, err = r.ReadByte()
+	}
 	if err != nil || status != Accepted {
-		return o // died before taking it, declined, or refused us
+		// Declined or refused: nothing ran. Died or silent: a write ran
+		// nothing (its Accepted comes before it runs); a read may have,
+		// and runs again harmlessly.
+		return o
 	}
 	code, out, errOut, err := ReadAnswer(r)
 	if err != nil {

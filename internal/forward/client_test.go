@@ -8,6 +8,7 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/stretchr/testify/require"
 
@@ -181,6 +182,81 @@ func TestResolveFollowsAPathAsTheKernelOpensIt(t *testing.T) {
 				require.NoError(t, err)
 				require.Equal(t, string(opened), string(resolved))
 			}
+		})
+	}
+}
+
+// TestAReadGivesUpOnASilentDaemonButAWriteWaits: a read whose daemon says
+// nothing for the stall time runs locally, with the stdin it read; told
+// the call is queued, it waits past that time for its answer. A write
+// never gives up before the daemon's status byte: it may already run.
+func TestAReadGivesUpOnASilentDaemonButAWriteWaits(t *testing.T) {
+	const stall = 150 * time.Millisecond
+	for _, c := range []struct {
+		name    string
+		verb    string
+		answer  func(conn net.Conn) // what the daemon does with the request
+		handled bool
+	}{
+		{name: "a read answered at once is printed", verb: "get-node-resource-info", handled: true,
+			answer: func(conn net.Conn) { require.NoError(t, WriteAnswer(conn, []byte{Accepted}, 0, []byte("{}\n"), nil)) }},
+		{name: "a read the daemon is silent on runs locally", verb: "get-node-resource-info", handled: false,
+			answer: func(conn net.Conn) { time.Sleep(4 * stall) }},
+		{name: "a read told it is queued waits past the stall time", verb: "get-node-resource-info", handled: true,
+			answer: func(conn net.Conn) {
+				_, err := conn.Write([]byte{Queued})
+				require.NoError(t, err)
+				time.Sleep(3 * stall)
+				require.NoError(t, WriteAnswer(conn, []byte{Accepted}, 0, []byte("{}\n"), nil))
+			}},
+		{name: "a read whose answer stops half-way runs locally", verb: "get-node-resource-info", handled: false,
+			answer: func(conn net.Conn) {
+				_, err := conn.Write([]byte{Accepted, 0})
+				require.NoError(t, err)
+				time.Sleep(4 * stall)
+			}},
+		{name: "a write waits past the stall time for its status", verb: "set-node-resource-usage", handled: true,
+			answer: func(conn net.Conn) {
+				time.Sleep(3 * stall)
+				require.NoError(t, WriteAnswer(conn, []byte{Accepted}, 0, []byte("{}\n"), nil))
+			}},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			t.Setenv(EnvNoForward, "")
+			t.Setenv(EnvPath, "")
+			dir := t.TempDir()
+			t.Chdir(dir)
+			ln, err := net.Listen("unix", filepath.Join(dir, DefaultSocket))
+			require.NoError(t, err)
+			defer ln.Close()
+			served := make(chan struct{})
+			go func() {
+				defer close(served)
+				conn, err := ln.Accept()
+				if err != nil {
+					return
+				}
+				defer conn.Close()
+				if _, _, err := ReadRequest(conn); err == nil {
+					c.answer(conn)
+				}
+			}()
+			const stdin = `{"nodename": "n1"}`
+			var out, errb bytes.Buffer
+			start := time.Now()
+			o := Forward(Call{Binary: "storage", Args: []string{c.verb}, Stdin: strings.NewReader(stdin), Stdout: &out, Stderr: &errb, Stall: stall})
+			took := time.Since(start)
+			<-served
+			require.Equal(t, c.handled, o.Handled)
+			require.Empty(t, errb.String())
+			if c.handled {
+				require.Equal(t, "{}\n", out.String())
+				return
+			}
+			require.Empty(t, out.String())
+			require.Equal(t, stdin, string(o.Read), "the local call gets the stdin read")
+			require.GreaterOrEqual(t, took, stall)
+			require.Less(t, took, 4*stall, "it gave up before the daemon went away")
 		})
 	}
 }

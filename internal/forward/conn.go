@@ -3,6 +3,7 @@ package forward
 import (
 	"fmt"
 	"io"
+	"time"
 
 	"golang.org/x/sys/unix"
 )
@@ -71,6 +72,13 @@ func (c *conn) Write(p []byte) (int, error) {
 		written += n
 	}
 	return written, nil
+}
+
+// setReadTimeout bounds each read of the socket to d (0: no bound); a read
+// that times out fails with EAGAIN.
+func (c *conn) setReadTimeout(d time.Duration) error {
+	tv := unix.NsecToTimeval(d.Nanoseconds())
+	return unix.SetsockoptTimeval(c.fd, unix.SOL_SOCKET, unix.SO_RCVTIMEO, &tv)
 }
 
 // CloseWrite tells the daemon the request is whole.

@@ -9,6 +9,7 @@
 // One connection carries one call:
 //
 //	client -> daemon   request frame (the header fields, see Request), stdin frame; then half-close
+//	daemon -> client   for a read the daemon queues: Queued, before it waits
 //	daemon -> client   one status byte: Accepted, Declined or Refused
 //	daemon -> client   after Accepted: the exit code (4 bytes), stdout frame, stderr frame
 //
@@ -22,6 +23,7 @@ import (
 	"fmt"
 	"io"
 	"strings"
+	"time"
 )
 
 // Status bytes the daemon answers first.
@@ -34,7 +36,21 @@ const (
 	Declined byte = 'D'
 	// Refused: the peer's credentials are not allowed on the socket.
 	Refused byte = 'R'
+	// Queued: sent before the status byte when the daemon puts a read in
+	// a flow-control queue. A read's client takes silence longer than
+	// ReadStall for a stalled daemon and runs the call itself; once told
+	// the call is queued it waits for its turn (the daemon bounds that
+	// wait and answers a rejection when it runs out).
+	Queued byte = 'Q'
 )
+
+// ReadStall is how long a read's client waits for the daemon's next byte
+// (unless told the call is queued) before it runs the call itself: a
+// daemon stopped (SIGSTOP) or stuck in a call answers nothing, and core
+// would otherwise wait its whole call timeout (30 s by default). A read
+// the daemon runs takes milliseconds; its store calls are bounded by
+// etcd.call_timeout (3 s by default).
+const ReadStall = 5 * time.Second
 
 // MaxFrame bounds one frame: a request's stdin may hold 16 MiB and one
 // byte more (so the verb itself reports the limit), answers are smaller
@@ -47,7 +63,7 @@ const MaxHeader = 1 << 20
 // wireVersion is the first field of every request header: a daemon of
 // another version declines (or fails to read) the request, and the binary
 // then runs the call itself.
-const wireVersion = "eru-forward/2"
+const wireVersion = "eru-forward/3"
 
 // Request is what the client sends before stdin.
 //
