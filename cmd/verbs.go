@@ -15,6 +15,7 @@ import (
 
 	"github.com/eru-extend/resources/cmd/config"
 	"github.com/eru-extend/resources/engine"
+	"github.com/eru-extend/resources/internal/forward"
 	"github.com/eru-extend/resources/types"
 )
 
@@ -100,7 +101,10 @@ func (r *runner) fixed(v engine.Verb) error {
 	if err != nil {
 		return verbError{verb: v.Name, err: err}
 	}
-	return writeJSON(r.stdout, answer)
+	if err := writeJSON(r.stdout, answer); err != nil {
+		return verbError{verb: v.Name, err: unprinted(v, err)}
+	}
+	return nil
 }
 
 // verb runs plugin verb v on the runner's streams. Verbs that need
@@ -146,7 +150,19 @@ func (r *runner) verb(v engine.Verb) error {
 		return verbError{verb: verb, node: req.Nodename, err: err}
 	}
 	log.Info("verb", "verb", verb, "node", req.Nodename, "took", since(start))
-	return writeJSON(r.stdout, answer)
+	if err := writeJSON(r.stdout, answer); err != nil {
+		log.Warn("answer not printed", "verb", verb, "node", req.Nodename, "error", err.Error())
+		return verbError{verb: verb, node: req.Nodename, err: unprinted(v, err)}
+	}
+	return nil
+}
+
+// unprinted is the failure of a verb that ran but whose answer could not
+// be written to stdout: a write verb's change was made, and the line says
+// so (forward.AnswerUnprinted, which the forwarding front prints too).
+func unprinted(v engine.Verb, err error) error {
+	class, reason := forward.AnswerUnprinted(v.Writes, err)
+	return types.Errorf(types.Class(class), "%s", reason)
 }
 
 // decodeRequest reads stdin to its end and decodes one JSON object.

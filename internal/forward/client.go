@@ -144,13 +144,30 @@ func Forward(c Call) Outcome {
 		return o
 	}
 	if len(out) > 0 {
-		_, _ = c.Stdout.Write(out)
+		if _, err := c.Stdout.Write(out); err != nil {
+			class, reason := AnswerUnprinted(write, err)
+			fmt.Fprintf(c.Stderr, "%s: %s%s: %s: %s\n", c.Binary, verb, nodeOf(o.Read), class, reason)
+			o.Handled, o.Code = true, PluginExitCode
+			return o
+		}
 	}
 	if len(errOut) > 0 {
 		_, _ = c.Stderr.Write(errOut)
 	}
 	o.Handled, o.Code = true, code
 	return o
+}
+
+// AnswerUnprinted is the class and reason of the one line of a call that
+// ran but whose answer could not be written to stdout (a full disk behind
+// `> file`): a write verb's change was made, so its caller is told that
+// and not that it failed; a read changed nothing. The binary run locally
+// and the forwarding client print the same line.
+func AnswerUnprinted(write bool, err error) (class, reason string) {
+	if write {
+		return "unavailable: outcome unknown", "the call was applied, but its answer could not be printed: " + oneLine(err)
+	}
+	return "unavailable", "its answer could not be printed: " + oneLine(err)
 }
 
 // VerbOf finds the plugin verb of a command line: exactly one argument
