@@ -95,10 +95,13 @@ func Forward(c Call) Outcome {
 	// connection at once: the daemon, woken by the connection, finds the
 	// whole request there instead of waiting for it (one wake-up fewer).
 	if !NoInput(verb) {
-		o.ReadStdin = true
-		if o.Read, err = io.ReadAll(io.LimitReader(c.Stdin, MaxRequest+1)); err != nil {
+		read, err := io.ReadAll(io.LimitReader(c.Stdin, MaxRequest+1))
+		if err != nil {
+			// Stdin cannot be read (a directory, say): the binary reads
+			// it itself and reports that, as it does without a daemon.
 			return o
 		}
+		o.Read, o.ReadStdin = read, true
 	}
 	conn, err := dial(sock)
 	if err != nil {
