@@ -12,6 +12,7 @@ import (
 	"net"
 	"net/http"
 	"os"
+	"path"
 	"strconv"
 	"strings"
 	"time"
@@ -193,7 +194,11 @@ func (d *Daemon) admitted(mux *http.ServeMux) http.Handler {
 		}
 		defer adm.Release()
 		pfHeaders(w, adm.Level, adm.Schema)
-		if h, pattern := mux.Handler(r); pattern == "" {
+		// A path that is not in canonical form ("//v1/nodes",
+		// "/v1/./nodes") gets the JSON 404 of a path no route has, not
+		// the mux's redirect (an HTML body a client may follow with its
+		// method and body).
+		if h, pattern := mux.Handler(r); pattern == "" || r.URL.Path != path.Clean(r.URL.Path) {
 			noRoute(w, r, h)
 			return
 		}

@@ -198,6 +198,8 @@ func TestTheOperatorAPIWritesOnlyWithTheToken(t *testing.T) {
 			{"a method the path does not take", "DELETE", "/v1/nodes/p1", "", 405, `{"code":"unimplemented","message":"DELETE /v1/nodes/p1: this path takes GET, HEAD, POST"}`},
 			{"a path no route has", "GET", "/v1/nodes/p1/extra", "", 404, `{"code":"not_found","message":"no route GET /v1/nodes/p1/extra`},
 			{"a path with a trailing slash", "GET", "/v1/nodes/", "", 404, `"code":"not_found"`},
+			{"a path with a doubled slash", "GET", "//v1/nodes", "", 404, `{"code":"not_found","message":"no route GET //v1/nodes`},
+			{"a write through a dot segment", "POST", "/v1/./nodes/p1:drain", `{}`, 404, `{"code":"not_found","message":"no route POST /v1/./nodes/p1:drain`},
 		} {
 			code, body := request(t, http.DefaultClient, c.method, base+c.path, token, c.body)
 			require.Equal(t, c.status, code, "%s: %s", c.name, body)
