@@ -209,7 +209,7 @@ func AddNode(request json.RawMessage, info *types.EngineInfo) (*Node, error) {
 		if !q.HasCPU && info.NCPU > 0 {
 			if info.NCPU > MaxHost/1000 {
 				// Checked before the multiplication, which would wrap.
-				return nil, types.Invalid("info.NCPU %d is too large (at most %s)", info.NCPU, maxHostCPUs)
+				return nil, types.Invalid("info.NCPU %d is too large (at most %s)", info.NCPU, maxHostCPUs())
 			}
 			q.CPU, q.HasCPU = info.NCPU*1000, true
 		}

@@ -127,8 +127,9 @@ func hostLimit(cpu bool) string {
 	return fmt.Sprintf("%d bytes, %s", MaxHost, types.SizeLimit(MaxHost))
 }
 
-// maxHostCPUs is MaxHost as a request writes it, in CPUs.
-var maxHostCPUs = fmt.Sprintf("%d.%03d CPUs", MaxHost/1000, MaxHost%1000)
+// maxHostCPUs is MaxHost as a request writes it, in CPUs (formatted when
+// an error needs it, not at every start of the binary).
+func maxHostCPUs() string { return fmt.Sprintf("%d.%03d CPUs", MaxHost/1000, MaxHost%1000) }
 
 // ParseMillis reads a CPU count (integer or decimal, e.g. "1.5") as
 // millicores, exactly: at most three decimals, and a non-zero value below
@@ -157,13 +158,13 @@ func ParseMillis(s string, signed bool) (int64, error) {
 	}
 	frac += strings.Repeat("0", 3-len(frac))
 	if len(whole) > 13 {
-		return 0, fmt.Errorf("cpu %q is too large (at most %s)", types.Clip([]byte(s)), maxHostCPUs)
+		return 0, fmt.Errorf("cpu %q is too large (at most %s)", types.Clip([]byte(s)), maxHostCPUs())
 	}
 	w, _ := strconv.ParseInt("0"+whole, 10, 64)
 	f, _ := strconv.ParseInt(frac, 10, 64)
 	n := w*1000 + f
 	if n > MaxHost {
-		return 0, fmt.Errorf("cpu %q is too large (at most %s)", types.Clip([]byte(s)), maxHostCPUs)
+		return 0, fmt.Errorf("cpu %q is too large (at most %s)", types.Clip([]byte(s)), maxHostCPUs())
 	}
 	if neg {
 		n = -n
