@@ -51,10 +51,10 @@ func (e *Engine[N, W]) Call(ctx context.Context, verb string, req *types.Request
 // checkNames refuses node names that cannot be part of a key before
 // anything is read.
 func checkNames(v Verb, req *types.Request) error {
-	if v.Node {
-		if req.Nodename == "" {
-			return types.Invalid("nodename is missing")
-		}
+	if v.Node && req.Nodename == "" {
+		return types.Invalid("nodename is missing")
+	}
+	if req.Nodename != "" { // also get-metrics' one node
 		if err := nodes.ValidName(req.Nodename); err != nil {
 			return err
 		}

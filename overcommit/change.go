@@ -101,25 +101,7 @@ func DecodeUsageChange(c types.Change, delta, incr bool) (*UsageChange, error) {
 			return nil, err
 		}
 	}
-	if err := checkUsageChange(out.change); err != nil {
-		return nil, err
-	}
 	return out, nil
-}
-
-// checkUsageChange refuses a usage change beyond the largest host figure,
-// either way, naming the field and the limit.
-func checkUsageChange(a Amount) error {
-	for _, f := range []struct {
-		field string
-		cpu   bool
-		v     int64
-	}{{"cpu_millis", true, a.CPUMillis}, {"memory_bytes", false, a.MemoryBytes}} {
-		if f.v > MaxHost || f.v < -MaxHost {
-			return types.Invalid("usage change %s %d is too large (at most %s, either way)", f.field, f.v, hostLimit(f.cpu))
-		}
-	}
-	return nil
 }
 
 // Apply computes the usage write without validating it; n is left as it

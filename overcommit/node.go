@@ -79,21 +79,28 @@ func DecodeNode(data []byte) (*Node, error) {
 }
 
 // Validate checks a record: nothing negative, nothing too large, overrides
-// in range. Usage above schedulable is allowed: core already decided.
+// in range. Usage above schedulable is allowed: core already decided. A
+// host figure is at most MaxHost; usage at most MaxUsage, the largest
+// schedulable figure (MaxHost at the largest ratio), so that whatever
+// placement admits can be written.
 func (n *Node) Validate() error {
 	for _, c := range []struct {
-		what string
-		cpu  bool
-		v    int64
+		what  string
+		cpu   bool
+		v     int64
+		usage bool
 	}{
-		{"capacity cpu_millis", true, n.Capacity.CPUMillis}, {"capacity memory_bytes", false, n.Capacity.MemoryBytes},
-		{"usage cpu_millis", true, n.Usage.CPUMillis}, {"usage memory_bytes", false, n.Usage.MemoryBytes},
+		{"capacity cpu_millis", true, n.Capacity.CPUMillis, false}, {"capacity memory_bytes", false, n.Capacity.MemoryBytes, false},
+		{"usage cpu_millis", true, n.Usage.CPUMillis, true}, {"usage memory_bytes", false, n.Usage.MemoryBytes, true},
 	} {
 		if c.v < 0 {
 			return types.Invalid("%s would be %d, below zero", c.what, c.v)
 		}
-		if c.v > MaxHost {
+		if !c.usage && c.v > MaxHost {
 			return types.Invalid("%s %d is too large (at most %s)", c.what, c.v, hostLimit(c.cpu))
+		}
+		if c.usage && c.v > MaxUsage {
+			return types.Invalid("%s %d is too large (at most %s)", c.what, c.v, usageLimit(c.cpu))
 		}
 	}
 	if o := n.Override.CPU; o != nil {
@@ -174,6 +181,16 @@ func decodeAmountMembers(m map[string]json.RawMessage, raw json.RawMessage, what
 	var a Amount
 	if err := json.Unmarshal(raw, &a); err != nil {
 		return Amount{}, types.Invalid("%s: not a stored compute resource: %v", what, err)
+	}
+	// Bounded so that adding one to a record's figure cannot wrap.
+	for _, f := range []struct {
+		field string
+		cpu   bool
+		v     int64
+	}{{"cpu_millis", true, a.CPUMillis}, {"memory_bytes", false, a.MemoryBytes}} {
+		if f.v > MaxUsage || f.v < -MaxUsage {
+			return Amount{}, types.Invalid("%s: %s %d is out of range (at most %s, either way)", what, f.field, f.v, usageLimit(f.cpu))
+		}
 	}
 	return a, nil
 }

@@ -402,12 +402,14 @@ func TestUsageChangeOutOfRangeNamesTheFieldAndTheLimit(t *testing.T) {
 	for _, c := range []struct {
 		name, resource, want string
 	}{
-		{"memory past the largest host figure", `{"cpu_millis": 2, "memory_bytes": 1125899906842624}`,
-			"usage change memory_bytes 1125899906842624 is too large (at most 562949953421312 bytes, 512 TiB, either way)"},
-		{"cpu past the largest host figure", `{"cpu_millis": 562949953421313, "memory_bytes": 0}`,
-			"usage change cpu_millis 562949953421313 is too large (at most 562949953421312 millicores, either way)"},
-		{"a negative cpu past the largest host figure", `{"cpu_millis": -562949953421313, "memory_bytes": 0}`,
-			"usage change cpu_millis -562949953421313 is too large (at most 562949953421312 millicores, either way)"},
+		{"memory past the largest schedulable figure", `{"cpu_millis": 2, "memory_bytes": 9007199254740993}`,
+			"resource: memory_bytes 9007199254740993 is out of range (at most 9007199254740992 bytes, 8 PiB, either way)"},
+		{"cpu past the largest schedulable figure", `{"cpu_millis": 9007199254740993, "memory_bytes": 0}`,
+			"resource: cpu_millis 9007199254740993 is out of range (at most 9007199254740992 millicores, either way)"},
+		{"a negative cpu past the largest schedulable figure", `{"cpu_millis": -9007199254740993, "memory_bytes": 0}`,
+			"resource: cpu_millis -9007199254740993 is out of range (at most 9007199254740992 millicores, either way)"},
+		{"the largest int64, which would wrap a sum", `{"cpu_millis": 9223372036854775807, "memory_bytes": 0}`,
+			"resource: cpu_millis 9223372036854775807 is out of range (at most 9007199254740992 millicores, either way)"},
 	} {
 		t.Run("a change of "+c.name+" is refused naming the field and the limit", func(t *testing.T) {
 			_, err := nextUsage(sample(), json.RawMessage(c.resource), nil, nil, true, true)
@@ -415,11 +417,37 @@ func TestUsageChangeOutOfRangeNamesTheFieldAndTheLimit(t *testing.T) {
 			require.Equal(t, types.InvalidArgument, types.ClassOf(err))
 		})
 	}
-	t.Run("a change of the largest host figure is taken", func(t *testing.T) {
-		_, err := DecodeUsageChange(types.Change{Form: types.StoredForm, Members: map[string]json.RawMessage{"cpu_millis": json.RawMessage("562949953421312"), "memory_bytes": json.RawMessage("562949953421312")},
-			Raw: json.RawMessage(`{"cpu_millis": 562949953421312, "memory_bytes": 562949953421312}`)}, true, true)
+	t.Run("usage up to the largest schedulable figure is taken, past the largest host figure", func(t *testing.T) {
+		// A host of MaxHost at the largest ratio schedules MaxUsage:
+		// whatever placement admits can be written.
+		n := &Node{Capacity: Amount{CPUMillis: MaxHost, MemoryBytes: MaxHost}}
+		out, err := nextUsage(n, json.RawMessage(`{"cpu_millis": 9007199254740992, "memory_bytes": 1125899906842624}`), nil, nil, false, true)
 		require.NoError(t, err)
+		require.NoError(t, out.Validate())
+		require.Equal(t, Amount{CPUMillis: MaxUsage, MemoryBytes: 2 * MaxHost}, out.Usage)
 	})
+	t.Run("a delta taking usage past the largest schedulable figure is refused", func(t *testing.T) {
+		n := &Node{Capacity: Amount{CPUMillis: MaxHost, MemoryBytes: MaxHost}, Usage: Amount{CPUMillis: MaxUsage}}
+		out, err := nextUsage(n, json.RawMessage(`{"cpu_millis": 1, "memory_bytes": 0}`), nil, nil, true, true)
+		require.NoError(t, err)
+		require.EqualError(t, out.Validate(), "usage cpu_millis 9007199254740993 is too large (at most 9007199254740992 millicores)")
+	})
+}
+
+func TestAStoredCapacityDeltaCannotWrap(t *testing.T) {
+	c, err := types.ChangeOf(&types.Request{Resource: json.RawMessage(`{"cpu_millis": 9223372036854775807, "memory_bytes": 0}`)}, true)
+	require.NoError(t, err)
+	_, err = DecodeCapacityChange(c, true, true)
+	require.EqualError(t, err, "resource: cpu_millis 9223372036854775807 is out of range (at most 9007199254740992 millicores, either way)")
+	require.Equal(t, types.InvalidArgument, types.ClassOf(err))
+}
+
+func TestALeadingZeroDoesNotMakeACPUCountTooLarge(t *testing.T) {
+	n, err := ParseMillis("00000000000001.5", false)
+	require.NoError(t, err)
+	require.Equal(t, int64(1500), n)
+	_, err = ParseMillis("00000000000000562949953421.313", false)
+	require.EqualError(t, err, `cpu "00000000000000562949953421.313" is too large (at most 562949953421.312 CPUs)`)
 }
 
 func TestNextVersion(t *testing.T) {

@@ -118,6 +118,18 @@ func schedulable(host, ratio int64) int64 {
 // schedulable figure still fits core's float64 decoding exactly.
 const MaxHost = types.MaxExact / 16
 
+// MaxUsage is the largest usage figure (and usage change) accepted: the
+// largest schedulable figure, MaxHost at the largest ratio.
+const MaxUsage = MaxHost * (MaxRatio / DefaultRatio)
+
+// usageLimit says MaxUsage in a figure's unit, as hostLimit does MaxHost.
+func usageLimit(cpu bool) string {
+	if cpu {
+		return fmt.Sprintf("%d millicores", MaxUsage)
+	}
+	return fmt.Sprintf("%d bytes, %s", MaxUsage, types.SizeLimit(MaxUsage))
+}
+
 // hostLimit says MaxHost in a figure's unit, for a message naming the limit:
 // millicores for CPU, bytes (and binary units) for memory.
 func hostLimit(cpu bool) string {
@@ -157,6 +169,7 @@ func ParseMillis(s string, signed bool) (int64, error) {
 		frac = frac[:3]
 	}
 	frac += strings.Repeat("0", 3-len(frac))
+	whole = strings.TrimLeft(whole, "0") // "007" is 7, not a 3-digit count
 	if len(whole) > 13 {
 		return 0, fmt.Errorf("cpu %q is too large (at most %s)", types.Clip([]byte(s)), maxHostCPUs())
 	}

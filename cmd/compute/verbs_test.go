@@ -465,5 +465,12 @@ func TestMetrics(t *testing.T) {
 		t.Run("a node compute never saw has no samples", func(t *testing.T) {
 			require.Equal(t, `[]`, string(env.Call(t, bin, "get-metrics", obj{"podname": "p", "nodename": "ghost"}, nil)))
 		})
+		t.Run("a node name that cannot be a node's is refused, at the top as in nodes", func(t *testing.T) {
+			for _, req := range []obj{{"podname": "p", "nodename": "a/b"}, {"nodes": []obj{{"podname": "p", "nodename": "a/b"}}}} {
+				line := env.Fail(t, bin, "get-metrics", req)
+				require.Contains(t, line, "compute: get-metrics")
+				require.Contains(t, line, ": invalid_argument: ")
+			}
+		})
 	})
 }
