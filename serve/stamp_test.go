@@ -42,6 +42,11 @@ func TestTheDaemonDeclinesCallsOnceItsConfigFileChanges(t *testing.T) {
 			require.NoError(t, os.WriteFile(file, body(filepath.Dir(file), second), 0o644))
 			require.NoError(t, os.Chtimes(file, mtime, mtime))
 		}, served: false},
+		{name: "a same-size file with the same modification time renamed over it is declined", after: func(t *testing.T, file string, mtime time.Time) {
+			require.NoError(t, os.WriteFile(file+".new", body(filepath.Dir(file), second), 0o644))
+			require.NoError(t, os.Chtimes(file+".new", mtime, mtime))
+			require.NoError(t, os.Rename(file+".new", file))
+		}, served: false},
 		{name: "a file touched without a change is declined, as its time says it may have changed", after: func(t *testing.T, file string, _ time.Time) {
 			later := time.Now().Add(time.Minute)
 			require.NoError(t, os.Chtimes(file, later, later))

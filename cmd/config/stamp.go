@@ -4,14 +4,14 @@ import (
 	"bytes"
 	"io/fs"
 	"os"
+	"syscall"
 	"time"
 )
 
-// RacyWindow is how long after a config file's last modification its size
-// and modification time may not tell a later write from it: a file's
-// timestamps come from a clock that ticks every few milliseconds (every two
-// seconds on some filesystems), so a same-size write in the tick of the
-// read keeps both.
+// RacyWindow is how long after a config file's last change its size and
+// times may not tell a later write from it: a file's timestamps come from
+// a clock that ticks every few milliseconds (every two seconds on some
+// filesystems), so a same-size write in the tick of the read keeps them.
 const RacyWindow = 2 * time.Second
 
 // Stamp records the file contents a configuration was read from, so that a
@@ -21,6 +21,10 @@ type Stamp struct {
 	Size    int64
 	ModTime time.Time
 	Mode    fs.FileMode
+	// id is the file's identity and change time: a file renamed over it
+	// (a new inode), or one whose modification time was set back (cp -p,
+	// touch -r), shows there; no program can set a change time back.
+	id fileID
 	// Read is when the file was stat'ed, just before it was read.
 	Read time.Time
 	// Data is what was read.
@@ -31,13 +35,15 @@ type Stamp struct {
 // the descriptor it is read from, before the read, so a write during or
 // after the read leaves a newer modification time (or, within RacyWindow,
 // other contents).
-func ReadFile(file string) (Stamp, error) {
+func ReadFile(file string) (Stamp, error) { return readFile(file, time.Now) }
+
+func readFile(file string, now func() time.Time) (Stamp, error) {
 	f, err := os.Open(file)
 	if err != nil {
 		return Stamp{}, err
 	}
 	defer f.Close()
-	read := time.Now()
+	read := now()
 	fi, err := f.Stat()
 	if err != nil {
 		return Stamp{}, err
@@ -47,13 +53,40 @@ func ReadFile(file string) (Stamp, error) {
 	if _, err := data.ReadFrom(f); err != nil {
 		return Stamp{}, err
 	}
-	return Stamp{Size: fi.Size(), ModTime: fi.ModTime(), Mode: fi.Mode(), Read: read, Data: data.Bytes()}, nil
+	return Stamp{Size: fi.Size(), ModTime: fi.ModTime(), Mode: fi.Mode(), id: idOf(fi), Read: read, Data: data.Bytes()}, nil
 }
 
-// Racy reports whether the file was modified so shortly before it was read
-// that a later same-size write could keep its modification time: only its
-// contents tell.
-func (s Stamp) Racy() bool { return s.Read.Sub(s.ModTime) < RacyWindow }
+// fileID is what a stat tells of a file beyond its size and modification
+// time.
+type fileID struct {
+	dev, ino uint64
+	ctime    time.Time
+}
+
+func idOf(fi fs.FileInfo) fileID {
+	st, ok := fi.Sys().(*syscall.Stat_t)
+	if !ok {
+		return fileID{}
+	}
+	return fileID{dev: uint64(st.Dev), ino: st.Ino, ctime: time.Unix(st.Ctim.Unix())}
+}
+
+// Racy reports whether the file was changed so shortly before it was read
+// that a later same-size write could keep its times: only its contents
+// tell.
+func (s Stamp) Racy() bool {
+	last := s.ModTime
+	if s.id.ctime.After(last) {
+		last = s.id.ctime
+	}
+	return s.Read.Sub(last) < RacyWindow
+}
+
+// same reports whether a stat's figures describe the file s was read
+// from, as far as a stat can tell.
+func (s Stamp) same(size int64, mtime time.Time, id fileID) bool {
+	return size == s.Size && mtime.Equal(s.ModTime) && id == s.id
+}
 
 // Unchanged reports whether file still holds what s was read from. When s
 // is racy it compares the contents, and answers settled when they matched
@@ -61,16 +94,20 @@ func (s Stamp) Racy() bool { return s.Read.Sub(s.ModTime) < RacyWindow }
 // write must show in the modification time: the caller may then stop
 // comparing contents.
 func (s Stamp) Unchanged(file string, racy bool) (same, settled bool) {
+	return s.unchanged(file, racy, time.Now)
+}
+
+func (s Stamp) unchanged(file string, racy bool, now func() time.Time) (same, settled bool) {
 	fi, err := os.Stat(file)
-	if err != nil || fi.Size() != s.Size || !fi.ModTime().Equal(s.ModTime) {
+	if err != nil || !s.same(fi.Size(), fi.ModTime(), idOf(fi)) {
 		return false, false
 	}
 	if !racy {
 		return true, true
 	}
-	now, err := ReadFile(file)
-	if err != nil || !bytes.Equal(now.Data, s.Data) || now.Size != s.Size || !now.ModTime.Equal(s.ModTime) {
+	again, err := readFile(file, now)
+	if err != nil || !bytes.Equal(again.Data, s.Data) || !s.same(again.Size, again.ModTime, again.id) {
 		return false, false
 	}
-	return true, !now.Racy()
+	return true, !again.Racy()
 }
