@@ -387,35 +387,3 @@ func TestHandleRunsTheFunctionInsideASeat(t *testing.T) {
 	require.True(t, ran)
 	require.NoError(t, c.Handle(context.Background(), Request{}, func() {}), "the seat is free again")
 }
-
-func TestARequestIsToldWhenItIsQueued(t *testing.T) {
-	ctx := context.Background()
-	c, err := New(oneLevel(1, &LimitResponse{Type: ResponseQueue, Queues: ptr(1), HandSize: ptr(1), QueueLengthLimit: ptr(3)}), clock.NewFake(time.Now()), nil)
-	require.NoError(t, err)
-	defer c.Close()
-	var told []string
-	var mu sync.Mutex
-	note := func(name string) func() {
-		return func() { mu.Lock(); defer mu.Unlock(); told = append(told, name) }
-	}
-	first, err := c.Admit(ctx, Request{Caller: "a", Queued: note("first")})
-	require.NoError(t, err)
-	require.Empty(t, told, "a request seated at once is not told it queued")
-
-	admitted := make(chan *Ticket)
-	go func() {
-		tk, err := c.Admit(ctx, Request{Caller: "a", Queued: note("second")})
-		if err == nil {
-			admitted <- tk
-		}
-		close(admitted)
-	}()
-	eventually(t, func() bool { mu.Lock(); defer mu.Unlock(); return len(told) == 1 }, "the second request is told it queued")
-	require.Equal(t, 1, c.waitingCount(), "told while it waits")
-	require.Equal(t, []string{"second"}, told)
-	first.Done()
-	second, ok := <-admitted
-	require.True(t, ok, "the second request is seated once the first leaves")
-	second.Done()
-	require.Equal(t, []string{"second"}, told, "told once")
-}

@@ -56,10 +56,6 @@ type Request struct {
 	Pod     string // the pod (or, for verbs with only a node, the node)
 	Caller  string // the peer: uid+parent pid on the socket, certificate CN or address over HTTP
 	Width   int    // seats the request occupies: 0 means 1, at most server_concurrency
-	// Queued, when set, is called once (without the controller's lock)
-	// when the request is put in a queue, before Admit waits: the serve
-	// daemon tells its client the call is waiting, not stalled.
-	Queued func()
 }
 
 // RejectedError is a request flow control turned away.
@@ -466,9 +462,6 @@ func (c *Controller) Admit(ctx context.Context, r Request) (*Ticket, error) {
 		return nil, err
 	}
 	if queued {
-		if r.Queued != nil {
-			r.Queued()
-		}
 		select {
 		case <-ready:
 		case <-ctx.Done():

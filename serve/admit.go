@@ -18,9 +18,6 @@ type Request struct {
 	Pod    string // the request's podname, else its nodename (distinguisher pod)
 	Caller string // who asked: "uid:N ppid:M" on the socket, "cn:…" or "addr:…" over HTTP
 	Stdin  []byte // the verb's request
-	// Queued, when set, is called when the call waits in a queue for its
-	// turn (flowcontrol.Request.Queued).
-	Queued func()
 }
 
 // Admitted is a call admission let through: the level and schema it runs
@@ -64,7 +61,7 @@ func AdmitAll(context.Context, Request) (*Admitted, *Rejection) {
 // FlowControl is the admission of a flow-control controller.
 func FlowControl(ctl *flowcontrol.Controller) Admission {
 	return func(ctx context.Context, r Request) (*Admitted, *Rejection) {
-		t, err := ctl.Admit(ctx, flowcontrol.Request{Verb: r.Verb, Path: r.Path, Pod: r.Pod, Caller: r.Caller, Queued: r.Queued})
+		t, err := ctl.Admit(ctx, flowcontrol.Request{Verb: r.Verb, Path: r.Path, Pod: r.Pod, Caller: r.Caller})
 		if err != nil {
 			if rej, ok := flowcontrol.IsRejected(err); ok {
 				return nil, &Rejection{Level: rej.Level, Schema: rej.Schema, Reason: rej.Reason, RetryAfter: rej.RetryAfter}

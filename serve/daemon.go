@@ -101,6 +101,10 @@ type Daemon struct {
 	samples    *nodeSnapshot
 	samplesRev int64
 
+	// keepaliveEvery is how often a read's client is told the daemon
+	// still holds its call (forward.ReadStall / 2).
+	keepaliveEvery time.Duration
+
 	ln       *net.UnixListener
 	answered atomic.Int64 // calls run for a client
 	closing  atomic.Bool
@@ -119,7 +123,7 @@ func New(ctx context.Context, name, wd string, cfg *config.Config, sc Config, lo
 			return nil, err
 		}
 	}
-	d := &Daemon{name: name, wd: wd, cfg: cfg, serve: sc, log: log, admit: admit, files: map[string]*served{}, decoders: cmd.Decoders()}
+	d := &Daemon{name: name, wd: wd, cfg: cfg, serve: sc, log: log, admit: admit, files: map[string]*served{}, decoders: cmd.Decoders(), keepaliveEvery: forward.ReadStall / 2}
 	d.files[cfg.File] = newServed(cfg, cfg.Stamp)
 	// The other plugin's file is looked for beside the daemon's own (the
 	// folder core execs the plugins from), wherever the daemon was started.
@@ -449,6 +453,15 @@ func (d *Daemon) handle(conn *net.UnixConn) {
 		return
 	}
 	start := time.Now()
+	// A read's client takes a silent daemon for a stalled one
+	// (forward.ReadStall): while the call waits for a seat or runs, tell
+	// it the daemon is alive. (A write's client waits for its Accepted
+	// however long.)
+	var alive *keepalive
+	if !write {
+		alive = startKeepalive(conn, d.keepaliveEvery)
+		defer alive.stop()
+	}
 	named := peek(stdin)
 	// A write takes its node's lock before admission: writes to one node
 	// run one at a time anyway, and waiting for the lock in a seat would
@@ -459,13 +472,7 @@ func (d *Daemon) handle(conn *net.UnixConn) {
 	// bound it tighter); core's own call timeout is usually shorter.
 	actx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
-	areq := Request{Kind: "verb", Verb: req.Verb, Pod: named.pod(), Caller: socketCaller(uid, pid), Stdin: stdin}
-	if !write {
-		// A read's client takes a silent daemon for a stalled one
-		// (forward.ReadStall): tell it the call waits for a seat.
-		areq.Queued = func() { _, _ = conn.Write([]byte{forward.Queued}) }
-	}
-	adm, rej := d.admit(actx, areq)
+	adm, rej := d.admit(actx, Request{Kind: "verb", Verb: req.Verb, Pod: named.pod(), Caller: socketCaller(uid, pid), Stdin: stdin})
 	var (
 		code    int
 		out, eb []byte
@@ -503,6 +510,9 @@ func (d *Daemon) handle(conn *net.UnixConn) {
 	}
 	d.metrics.requests.WithLabelValues(req.Verb, result).Inc()
 	d.metrics.latency.WithLabelValues(req.Verb).Observe(time.Since(start).Seconds())
+	if alive != nil {
+		alive.stop()
+	}
 	_ = conn.SetWriteDeadline(time.Now().Add(30 * time.Second))
 	if forward.WriteAnswer(conn, status, code, out, eb) != nil {
 		d.log.Warn("answer lost: the client went away", "verb", req.Verb)

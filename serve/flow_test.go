@@ -27,8 +27,8 @@ import (
 // flowDaemon runs a daemon on an embedded store in a fresh folder whose
 // config holds extra (e.g. a flowcontrol section), with the daemon's own
 // flow control (admit nil) or the given admission. It returns the daemon
-// and its config file.
-func flowDaemon(t *testing.T, extra string, admit Admission) (*Daemon, string) {
+// and its config file. Each setup runs before the daemon takes calls.
+func flowDaemon(t *testing.T, extra string, admit Admission, setup ...func(*Daemon)) (*Daemon, string) {
 	t.Helper()
 	dir := t.TempDir()
 	file := filepath.Join(dir, "storage.yaml")
@@ -39,6 +39,9 @@ func flowDaemon(t *testing.T, extra string, admit Admission) (*Daemon, string) {
 	require.NoError(t, err)
 	d, err := New(context.Background(), "storage", dir, cfg, sc, slog.New(slog.DiscardHandler), admit)
 	require.NoError(t, err)
+	for _, f := range setup {
+		f(d)
+	}
 	require.NoError(t, d.Listen())
 	go d.ServeSocket()
 	t.Cleanup(func() {
@@ -204,7 +207,10 @@ const oneQueue = `flowcontrol:
 `
 
 func TestARejectionComesOnlyWithTheSeatsAndTheQueueFull(t *testing.T) {
-	d, file := flowDaemon(t, oneQueue, nil)
+	// A queued read's client runs it itself after stall of silence: the
+	// daemon tells it, every stall/2, that it holds the call.
+	const stall = 100 * time.Millisecond
+	d, file := flowDaemon(t, oneQueue, nil, func(d *Daemon) { d.keepaliveEvery = stall / 2 })
 	ctl := d.FlowControl()
 	srv := httptest.NewServer(d.Handler(""))
 	defer srv.Close()
@@ -250,9 +256,6 @@ func TestARejectionComesOnlyWithTheSeatsAndTheQueueFull(t *testing.T) {
 			handled       bool
 			stdout, stder string
 		}
-		// The queued read's client would run it itself after stall of
-		// silence: the daemon tells it the call is queued.
-		const stall = 100 * time.Millisecond
 		queued := make(chan result, 1)
 		go func() {
 			var out, errb bytes.Buffer

@@ -40,7 +40,9 @@ type Call struct {
 	Stdin  io.Reader
 	Stdout io.Writer
 	Stderr io.Writer
-	// Stall is how long a read waits on a silent daemon; 0 is ReadStall.
+	// Stall is how long a call waits for a daemon that takes neither its
+	// connection nor its request, and a read for a silent daemon; 0 is
+	// ReadStall.
 	Stall time.Duration
 }
 
@@ -97,37 +99,40 @@ func Forward(c Call) Outcome {
 	if !NoInput(verb) {
 		read, err := io.ReadAll(io.LimitReader(c.Stdin, MaxRequest+1))
 		if err != nil {
-			// Stdin cannot be read (a directory, say): the binary reads
-			// it itself and reports that, as it does without a daemon.
+			// Stdin cannot be read: the binary reads it itself and reports
+			// that, as it does without a daemon; given first what was read
+			// before the failure, if anything (a directory gives nothing).
+			o.Read, o.ReadStdin = read, len(read) > 0
 			return o
 		}
 		o.Read, o.ReadStdin = read, true
 	}
-	conn, err := dial(sock)
-	if err != nil {
-		return o // a stale socket, or not ours to use
-	}
-	defer conn.Close()
-	req := Request{Binary: c.Binary, Args: c.Args, Config: cfg, Dir: wd, Verb: verb}
-	if WriteRequest(conn, req, o.Read) != nil || conn.CloseWrite() != nil {
-		// The daemon runs nothing before it holds the whole request.
-		return o
-	}
-	// A small call's whole answer comes in one read of the socket.
-	r := &reader{conn: conn, buf: make([]byte, 0, 16<<10)}
 	stall := c.Stall
 	if stall == 0 {
 		stall = ReadStall
 	}
+	// A daemon that takes no connection or reads no request (stopped,
+	// say) holds a call for at most stall: the daemon runs nothing before
+	// it holds the whole request, so any call may then run here.
+	conn, err := dial(sock, stall)
+	if err != nil {
+		return o // a stale socket, not ours to use, or a daemon taking no call
+	}
+	defer conn.Close()
+	req := Request{Binary: c.Binary, Args: c.Args, Config: cfg, Dir: wd, Verb: verb}
+	if WriteRequest(conn, req, o.Read) != nil || conn.CloseWrite() != nil {
+		return o
+	}
+	// A small call's whole answer comes in one read of the socket.
+	r := &reader{conn: conn, buf: make([]byte, 0, 16<<10)}
+	// A read waits for the daemon's next byte at most stall: the daemon
+	// sends Waiting bytes while it holds the call. A write waits for its
+	// status however long (it may be running).
 	if !write && conn.setReadTimeout(stall) != nil {
 		return o
 	}
 	status, err := r.ReadByte()
-	if err == nil && status == Queued {
-		// Alive, and waiting for a seat: as long as the daemon lets it.
-		if conn.setReadTimeout(0) != nil {
-			return o
-		}
+	for err == nil && status == Waiting {
 		status, err = r.ReadByte()
 	}
 	if err != nil || status != Accepted {

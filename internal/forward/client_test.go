@@ -6,11 +6,14 @@ import (
 	"net"
 	"os"
 	"path/filepath"
+	"runtime"
 	"strings"
+	"sync/atomic"
 	"testing"
 	"time"
 
 	"github.com/stretchr/testify/require"
+	"golang.org/x/sys/unix"
 
 	"github.com/eru-extend/resources/cmd/config"
 )
@@ -186,67 +189,83 @@ func TestResolveFollowsAPathAsTheKernelOpensIt(t *testing.T) {
 	}
 }
 
+// fakeDaemon listens on the default socket of a fresh working directory
+// and hands each connection, once its request is read whole, to answer;
+// it returns when the test ends.
+func fakeDaemon(t *testing.T, answer func(conn net.Conn)) {
+	t.Helper()
+	t.Setenv(EnvNoForward, "")
+	t.Setenv(EnvPath, "")
+	dir := t.TempDir()
+	t.Chdir(dir)
+	ln, err := net.Listen("unix", filepath.Join(dir, DefaultSocket))
+	require.NoError(t, err)
+	served := make(chan struct{})
+	t.Cleanup(func() { _ = ln.Close(); <-served })
+	go func() {
+		defer close(served)
+		conn, err := ln.Accept()
+		if err != nil {
+			return
+		}
+		defer conn.Close()
+		if _, _, err := ReadRequest(conn); err == nil {
+			answer(conn)
+		}
+	}()
+}
+
 // TestAReadGivesUpOnASilentDaemonButAWriteWaits: a read whose daemon says
 // nothing for the stall time runs locally, with the stdin it read; told
-// the call is queued, it waits past that time for its answer. A write
-// never gives up before the daemon's status byte: it may already run.
+// the daemon still holds the call, it waits past that time for its
+// answer. A write never gives up before the daemon's status byte: it may
+// already run.
 func TestAReadGivesUpOnASilentDaemonButAWriteWaits(t *testing.T) {
 	const stall = 150 * time.Millisecond
+	answer := func(conn net.Conn) error { return WriteAnswer(conn, []byte{Accepted}, 0, []byte("{}\n"), nil) }
 	for _, c := range []struct {
 		name    string
 		verb    string
-		answer  func(conn net.Conn) // what the daemon does with the request
+		answer  func(conn net.Conn) error // what the daemon does with the request
 		handled bool
 	}{
-		{name: "a read answered at once is printed", verb: "get-node-resource-info", handled: true,
-			answer: func(conn net.Conn) { require.NoError(t, WriteAnswer(conn, []byte{Accepted}, 0, []byte("{}\n"), nil)) }},
+		{name: "a read answered at once is printed", verb: "get-node-resource-info", handled: true, answer: answer},
 		{name: "a read the daemon is silent on runs locally", verb: "get-node-resource-info", handled: false,
-			answer: func(conn net.Conn) { time.Sleep(4 * stall) }},
-		{name: "a read told it is queued waits past the stall time", verb: "get-node-resource-info", handled: true,
-			answer: func(conn net.Conn) {
-				_, err := conn.Write([]byte{Queued})
-				require.NoError(t, err)
-				time.Sleep(3 * stall)
-				require.NoError(t, WriteAnswer(conn, []byte{Accepted}, 0, []byte("{}\n"), nil))
+			answer: func(net.Conn) error { time.Sleep(4 * stall); return nil }},
+		{name: "a read the daemon keeps telling it holds waits past the stall time", verb: "get-node-resource-info", handled: true,
+			answer: func(conn net.Conn) error {
+				for range 6 {
+					if _, err := conn.Write([]byte{Waiting}); err != nil {
+						return err
+					}
+					time.Sleep(stall / 2)
+				}
+				return answer(conn)
+			}},
+		{name: "a read the daemon stops telling it holds runs locally", verb: "get-node-resource-info", handled: false,
+			answer: func(conn net.Conn) error {
+				_, err := conn.Write([]byte{Waiting})
+				time.Sleep(4 * stall)
+				return err
 			}},
 		{name: "a read whose answer stops half-way runs locally", verb: "get-node-resource-info", handled: false,
-			answer: func(conn net.Conn) {
+			answer: func(conn net.Conn) error {
 				_, err := conn.Write([]byte{Accepted, 0})
-				require.NoError(t, err)
 				time.Sleep(4 * stall)
+				return err
 			}},
 		{name: "a write waits past the stall time for its status", verb: "set-node-resource-usage", handled: true,
-			answer: func(conn net.Conn) {
-				time.Sleep(3 * stall)
-				require.NoError(t, WriteAnswer(conn, []byte{Accepted}, 0, []byte("{}\n"), nil))
-			}},
+			answer: func(conn net.Conn) error { time.Sleep(3 * stall); return answer(conn) }},
 	} {
 		t.Run(c.name, func(t *testing.T) {
-			t.Setenv(EnvNoForward, "")
-			t.Setenv(EnvPath, "")
-			dir := t.TempDir()
-			t.Chdir(dir)
-			ln, err := net.Listen("unix", filepath.Join(dir, DefaultSocket))
-			require.NoError(t, err)
-			defer ln.Close()
-			served := make(chan struct{})
-			go func() {
-				defer close(served)
-				conn, err := ln.Accept()
-				if err != nil {
-					return
-				}
-				defer conn.Close()
-				if _, _, err := ReadRequest(conn); err == nil {
-					c.answer(conn)
-				}
-			}()
+			answered := make(chan error, 1)
+			fakeDaemon(t, func(conn net.Conn) { answered <- c.answer(conn) })
 			const stdin = `{"nodename": "n1"}`
 			var out, errb bytes.Buffer
 			start := time.Now()
 			o := Forward(Call{Binary: "storage", Args: []string{c.verb}, Stdin: strings.NewReader(stdin), Stdout: &out, Stderr: &errb, Stall: stall})
 			took := time.Since(start)
-			<-served
+			require.NoError(t, <-answered)
 			require.Equal(t, c.handled, o.Handled)
 			require.Empty(t, errb.String())
 			if c.handled {
@@ -259,4 +278,142 @@ func TestAReadGivesUpOnASilentDaemonButAWriteWaits(t *testing.T) {
 			require.Less(t, took, 4*stall, "it gave up before the daemon went away")
 		})
 	}
+}
+
+// TestACallToADaemonTakingNoneGivesUpAtTheStallTime: a stopped daemon
+// takes no connection (a full listen queue blocks connect) and reads no
+// request (a request larger than the socket's buffer blocks its send):
+// either way the call gives up at the stall time and runs locally, write
+// or read, for the daemon ran nothing of it.
+func TestACallToADaemonTakingNoneGivesUpAtTheStallTime(t *testing.T) {
+	const stall = 150 * time.Millisecond
+	forward := func(t *testing.T, verb, stdin string) (Outcome, time.Duration) {
+		t.Helper()
+		var out, errb bytes.Buffer
+		start := time.Now()
+		o := Forward(Call{Binary: "storage", Args: []string{verb}, Stdin: strings.NewReader(stdin), Stdout: &out, Stderr: &errb, Stall: stall})
+		return o, time.Since(start)
+	}
+	for _, verb := range []string{"get-node-resource-info", "set-node-resource-usage"} {
+		t.Run("a "+verb+" to a daemon whose listen queue is full", func(t *testing.T) {
+			t.Setenv(EnvNoForward, "")
+			t.Setenv(EnvPath, "")
+			dir := t.TempDir()
+			t.Chdir(dir)
+			path := filepath.Join(dir, DefaultSocket)
+			fd, err := unix.Socket(unix.AF_UNIX, unix.SOCK_STREAM|unix.SOCK_CLOEXEC, 0)
+			require.NoError(t, err)
+			defer unix.Close(fd)
+			require.NoError(t, unix.Bind(fd, &unix.SockaddrUnix{Name: path}))
+			require.NoError(t, unix.Listen(fd, 0)) // a queue of one: a full one after a single caller
+			earlier, err := dial(path, 0)
+			require.NoError(t, err)
+			defer earlier.Close()
+			o, took := forward(t, verb, `{"nodename": "n1"}`)
+			require.False(t, o.Handled)
+			require.GreaterOrEqual(t, took, stall)
+			require.Less(t, took, 10*stall)
+		})
+		t.Run("a "+verb+" whose request the daemon does not read", func(t *testing.T) {
+			t.Setenv(EnvNoForward, "")
+			t.Setenv(EnvPath, "")
+			dir := t.TempDir()
+			t.Chdir(dir)
+			ln, err := net.Listen("unix", filepath.Join(dir, DefaultSocket))
+			require.NoError(t, err)
+			accepted := make(chan net.Conn, 1)
+			go func() {
+				conn, err := ln.Accept()
+				if err == nil {
+					accepted <- conn // held, never read
+				}
+				close(accepted)
+			}()
+			defer func() {
+				_ = ln.Close()
+				if conn, ok := <-accepted; ok {
+					_ = conn.Close()
+				}
+			}()
+			o, took := forward(t, verb, `{"nodename": "n1", "workloads_resource": ["`+strings.Repeat("x", 4<<20)+`"]}`)
+			require.False(t, o.Handled)
+			require.GreaterOrEqual(t, took, stall)
+			require.Less(t, took, 10*stall)
+		})
+	}
+}
+
+// TestSignalsDoNotExtendTheStallTime: a signal interrupting the blocked
+// read (EINTR) resumes it with what is left of the stall time, not a whole
+// new one, so signals arriving more often than the stall time cannot hold
+// a read on a silent daemon.
+func TestSignalsDoNotExtendTheStallTime(t *testing.T) {
+	const stall = 200 * time.Millisecond
+	silent := make(chan struct{})
+	fakeDaemon(t, func(net.Conn) { <-silent })
+	t.Cleanup(func() { close(silent) }) // before fakeDaemon's own
+	var tid atomic.Int32
+	done := make(chan time.Duration, 1)
+	go func() {
+		runtime.LockOSThread() // the thread the signals are sent to
+		defer runtime.UnlockOSThread()
+		tid.Store(int32(unix.Gettid()))
+		var out, errb bytes.Buffer
+		start := time.Now()
+		Forward(Call{Binary: "storage", Args: []string{"get-node-resource-info"}, Stdin: strings.NewReader(`{"nodename":"n1"}`), Stdout: &out, Stderr: &errb, Stall: stall})
+		done <- time.Since(start)
+	}()
+	tick := time.NewTicker(stall / 4)
+	defer tick.Stop()
+	deadline := time.After(10 * stall)
+	for {
+		select {
+		case <-deadline:
+			t.Fatalf("signals every %s held a read on a silent daemon past %s", stall/4, 10*stall)
+		case took := <-done:
+			require.GreaterOrEqual(t, took, stall)
+			require.Less(t, took, 5*stall, "signals every %s held the read", stall/4)
+			return
+		case <-tick.C:
+			if id := tid.Load(); id != 0 {
+				_ = unix.Tgkill(unix.Getpid(), int(id), unix.SIGURG) // the runtime's own preemption signal, ignored otherwise
+			}
+		}
+	}
+}
+
+// TestAStdinThatFailsHalfWayIsHandedOnWhole: what was read of stdin before
+// a read failed is handed to the local call ahead of the rest.
+func TestAStdinThatFailsHalfWayIsHandedOnWhole(t *testing.T) {
+	fakeDaemon(t, func(net.Conn) {})
+	in := &failingOnce{parts: []string{`{"nodename":`, `"n1"}`}}
+	var out, errb bytes.Buffer
+	_, handled, stdin := Try(Call{Binary: "storage", Args: []string{"get-node-resource-info"}, Stdin: in, Stdout: &out, Stderr: &errb})
+	require.False(t, handled)
+	rest, err := io.ReadAll(stdin)
+	require.NoError(t, err)
+	require.Equal(t, `{"nodename":"n1"}`, string(rest))
+}
+
+// failingOnce yields its first part, then fails once (as a pipe another
+// process set non-blocking would), then yields the rest.
+type failingOnce struct {
+	parts  []string
+	failed bool
+}
+
+func (f *failingOnce) Read(p []byte) (int, error) {
+	if len(f.parts) == 0 {
+		return 0, io.EOF
+	}
+	if len(f.parts) == 1 && !f.failed {
+		f.failed = true
+		return 0, unix.EAGAIN
+	}
+	n := copy(p, f.parts[0])
+	f.parts[0] = f.parts[0][n:]
+	if f.parts[0] == "" {
+		f.parts = f.parts[1:]
+	}
+	return n, nil
 }

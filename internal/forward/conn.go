@@ -11,7 +11,12 @@ import (
 // conn is a connected unix stream socket, driven by plain blocking system
 // calls: the client makes one call and exits, so it needs neither package
 // net's poller nor its resolver (which would link the C library).
-type conn struct{ fd int }
+type conn struct {
+	fd int
+	// send and recv bound each send and each receive (0: no bound); a
+	// signal does not extend them.
+	send, recv time.Duration
+}
 
 // MaxSocketPath is the longest path a unix socket address holds (its
 // sun_path, less the terminating NUL): 107 bytes on Linux. A longer path
@@ -19,11 +24,20 @@ type conn struct{ fd int }
 // a serve.socket longer than this when it reads its config.
 const MaxSocketPath = len(unix.RawSockaddrUnix{}.Path) - 1
 
-// dial connects to the unix socket at path.
-func dial(path string) (*conn, error) {
+// dial connects to the unix socket at path. With a send timeout, the
+// connect (a daemon that takes no connection leaves them in its listen
+// queue, and a full queue blocks connect) and every send fail with EAGAIN
+// once it has passed.
+func dial(path string, send time.Duration) (*conn, error) {
 	fd, err := unix.Socket(unix.AF_UNIX, unix.SOCK_STREAM|unix.SOCK_CLOEXEC, 0)
 	if err != nil {
 		return nil, err
+	}
+	if send > 0 {
+		if err := setTimeout(fd, unix.SO_SNDTIMEO, send); err != nil {
+			_ = unix.Close(fd)
+			return nil, err
+		}
 	}
 	for {
 		err = unix.Connect(fd, &unix.SockaddrUnix{Name: path})
@@ -35,7 +49,33 @@ func dial(path string) (*conn, error) {
 		_ = unix.Close(fd)
 		return nil, err
 	}
-	return &conn{fd: fd}, nil
+	return &conn{fd: fd, send: send}, nil
+}
+
+func setTimeout(fd, opt int, d time.Duration) error {
+	tv := unix.NsecToTimeval(d.Nanoseconds())
+	return unix.SetsockoptTimeval(fd, unix.SOL_SOCKET, opt, &tv)
+}
+
+// interrupted decides what a call bounded by d (socket option opt) does
+// after EINTR: a socket timeout restarts from whole at each retry, so the
+// retry gets only what is left of d, and none left is a timeout (EAGAIN).
+func (c *conn) interrupted(opt int, d time.Duration, start time.Time) error {
+	if d <= 0 {
+		return nil
+	}
+	left := d - time.Since(start)
+	if left <= 0 {
+		return unix.EAGAIN
+	}
+	return setTimeout(c.fd, opt, left)
+}
+
+// restore gives opt its whole bound again after interrupted shortened it.
+func (c *conn) restore(opt int, d time.Duration, shortened bool) {
+	if shortened && d > 0 {
+		_ = setTimeout(c.fd, opt, d)
+	}
 }
 
 // socketExists reports whether path names a socket.
@@ -45,10 +85,16 @@ func socketExists(path string) bool {
 }
 
 func (c *conn) Read(p []byte) (int, error) {
+	start, shortened := time.Now(), false
+	defer func() { c.restore(unix.SO_RCVTIMEO, c.recv, shortened) }()
 	for {
 		n, err := unix.Read(c.fd, p)
 		switch {
 		case err == unix.EINTR:
+			if err := c.interrupted(unix.SO_RCVTIMEO, c.recv, start); err != nil {
+				return 0, err
+			}
+			shortened = true
 			continue
 		case err != nil:
 			return 0, err
@@ -61,9 +107,15 @@ func (c *conn) Read(p []byte) (int, error) {
 
 func (c *conn) Write(p []byte) (int, error) {
 	written := 0
+	start, shortened := time.Now(), false
+	defer func() { c.restore(unix.SO_SNDTIMEO, c.send, shortened) }()
 	for written < len(p) {
 		n, err := unix.Write(c.fd, p[written:])
 		if err == unix.EINTR {
+			if err := c.interrupted(unix.SO_SNDTIMEO, c.send, start); err != nil {
+				return written, err
+			}
+			shortened = true
 			continue
 		}
 		if err != nil {
@@ -77,8 +129,8 @@ func (c *conn) Write(p []byte) (int, error) {
 // setReadTimeout bounds each read of the socket to d (0: no bound); a read
 // that times out fails with EAGAIN.
 func (c *conn) setReadTimeout(d time.Duration) error {
-	tv := unix.NsecToTimeval(d.Nanoseconds())
-	return unix.SetsockoptTimeval(c.fd, unix.SOL_SOCKET, unix.SO_RCVTIMEO, &tv)
+	c.recv = d
+	return setTimeout(c.fd, unix.SO_RCVTIMEO, d)
 }
 
 // CloseWrite tells the daemon the request is whole.

@@ -9,7 +9,7 @@
 // One connection carries one call:
 //
 //	client -> daemon   request frame (the header fields, see Request), stdin frame; then half-close
-//	daemon -> client   for a read the daemon queues: Queued, before it waits
+//	daemon -> client   for a read the daemon holds a while: Waiting, every ReadStall/2
 //	daemon -> client   one status byte: Accepted, Declined or Refused
 //	daemon -> client   after Accepted: the exit code (4 bytes), stdout frame, stderr frame
 //
@@ -36,20 +36,18 @@ const (
 	Declined byte = 'D'
 	// Refused: the peer's credentials are not allowed on the socket.
 	Refused byte = 'R'
-	// Queued: sent before the status byte when the daemon puts a read in
-	// a flow-control queue. A read's client takes silence longer than
-	// ReadStall for a stalled daemon and runs the call itself; once told
-	// the call is queued it waits for its turn (the daemon bounds that
-	// wait and answers a rejection when it runs out).
-	Queued byte = 'Q'
+	// Waiting: sent before the status byte, every ReadStall/2 while the
+	// daemon holds a read (waiting for a seat, or running): a read's
+	// client takes ReadStall of silence for a stalled daemon and runs the
+	// call itself. A read answered sooner is sent none.
+	Waiting byte = 'W'
 )
 
-// ReadStall is how long a read's client waits for the daemon's next byte
-// (unless told the call is queued) before it runs the call itself: a
-// daemon stopped (SIGSTOP) or stuck in a call answers nothing, and core
-// would otherwise wait its whole call timeout (30 s by default). A read
-// the daemon runs takes milliseconds; its store calls are bounded by
-// etcd.call_timeout (3 s by default).
+// ReadStall is how long a read's client waits for the daemon (to take its
+// connection and request, then for its next byte) before it runs the call
+// itself: a daemon stopped (SIGSTOP) answers nothing, and core would
+// otherwise wait its whole call timeout (30 s by default). A write's client
+// gives up only before its request is whole in the daemon's hands.
 const ReadStall = 5 * time.Second
 
 // MaxFrame bounds one frame: a request's stdin may hold 16 MiB and one
