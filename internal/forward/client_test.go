@@ -189,16 +189,24 @@ func TestResolveFollowsAPathAsTheKernelOpensIt(t *testing.T) {
 	}
 }
 
-// fakeDaemon listens on the default socket of a fresh working directory
-// and hands each connection, once its request is read whole, to answer;
-// it returns when the test ends.
-func fakeDaemon(t *testing.T, answer func(conn net.Conn)) {
+// socketInFreshDir moves the test to a fresh working directory, with
+// forwarding on and no config, and returns the socket path a call there
+// looks for.
+func socketInFreshDir(t *testing.T) string {
 	t.Helper()
 	t.Setenv(EnvNoForward, "")
 	t.Setenv(EnvPath, "")
 	dir := t.TempDir()
 	t.Chdir(dir)
-	ln, err := net.Listen("unix", filepath.Join(dir, DefaultSocket))
+	return filepath.Join(dir, DefaultSocket)
+}
+
+// fakeDaemon listens on the default socket of a fresh working directory
+// and hands its first connection, once its request is read whole, to
+// answer; the test waits for it at its end.
+func fakeDaemon(t *testing.T, answer func(conn net.Conn)) {
+	t.Helper()
+	ln, err := net.Listen("unix", socketInFreshDir(t))
 	require.NoError(t, err)
 	served := make(chan struct{})
 	t.Cleanup(func() { _ = ln.Close(); <-served })
@@ -296,11 +304,7 @@ func TestACallToADaemonTakingNoneGivesUpAtTheStallTime(t *testing.T) {
 	}
 	for _, verb := range []string{"get-node-resource-info", "set-node-resource-usage"} {
 		t.Run("a "+verb+" to a daemon whose listen queue is full", func(t *testing.T) {
-			t.Setenv(EnvNoForward, "")
-			t.Setenv(EnvPath, "")
-			dir := t.TempDir()
-			t.Chdir(dir)
-			path := filepath.Join(dir, DefaultSocket)
+			path := socketInFreshDir(t)
 			fd, err := unix.Socket(unix.AF_UNIX, unix.SOCK_STREAM|unix.SOCK_CLOEXEC, 0)
 			require.NoError(t, err)
 			defer unix.Close(fd)
@@ -315,11 +319,7 @@ func TestACallToADaemonTakingNoneGivesUpAtTheStallTime(t *testing.T) {
 			require.Less(t, took, 10*stall)
 		})
 		t.Run("a "+verb+" whose request the daemon does not read", func(t *testing.T) {
-			t.Setenv(EnvNoForward, "")
-			t.Setenv(EnvPath, "")
-			dir := t.TempDir()
-			t.Chdir(dir)
-			ln, err := net.Listen("unix", filepath.Join(dir, DefaultSocket))
+			ln, err := net.Listen("unix", socketInFreshDir(t))
 			require.NoError(t, err)
 			accepted := make(chan net.Conn, 1)
 			go func() {

@@ -10,6 +10,7 @@ import (
 	"bytes"
 	"encoding/json"
 	"fmt"
+	"io"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -109,20 +110,44 @@ func thinFront(t testing.TB) string {
 // the test's environment plus vars.
 func execPath(t testing.TB, env *testenv.Env, path string, stdin []byte, args []string, vars ...string) testenv.Result {
 	t.Helper()
+	return execWith(t, env, path, bytes.NewReader(stdin), nil, args, vars...)
+}
+
+// execWith is execPath with stdin read from in and, when out is not nil,
+// stdout written to it (the Result's Stdout is then empty).
+func execWith(t testing.TB, env *testenv.Env, path string, in io.Reader, out io.Writer, args []string, vars ...string) testenv.Result {
+	t.Helper()
 	c := exec.Command(path, args...)
 	c.Dir = env.Dir
 	c.Env = append(append(os.Environ(), "ERU_RESOURCE_CONFIG_PATH="), vars...)
-	c.Stdin = bytes.NewReader(stdin)
-	var out, errb bytes.Buffer
-	c.Stdout, c.Stderr = &out, &errb
+	var stdout, errb bytes.Buffer
+	c.Stdin, c.Stdout, c.Stderr = in, &stdout, &errb
+	if out != nil {
+		c.Stdout = out
+	}
 	err := c.Run()
-	res := testenv.Result{Stdout: out.String(), Stderr: errb.String()}
+	res := testenv.Result{Stdout: stdout.String(), Stderr: errb.String()}
 	if err != nil {
 		exit, ok := err.(*exec.ExitError)
 		require.True(t, ok, "running %s %v: %v", path, args, err)
 		res.Code = exit.ExitCode()
 	}
 	return res
+}
+
+// servedEmbedded is a fresh Env on the embedded store with a daemon of
+// its own, listening for HTTP too.
+func servedEmbedded(t *testing.T) (*testenv.Env, *testenv.Daemon) {
+	t.Helper()
+	env := testenv.NewEmbedded(t)
+	if d := env.Daemon(); d != nil {
+		d.Stop(t)
+	}
+	addr := testenv.FreeAddr(t)
+	withServe(t, env, "http: "+addr)
+	d := env.Serve(t, addr)
+	d.WaitHTTP(t)
+	return env, d
 }
 
 // sumMetric adds the values of every /metrics line starting with prefix.

@@ -8,7 +8,6 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/eru-extend/resources/internal/forward"
-	"github.com/eru-extend/resources/tests/testenv"
 )
 
 // TestAReadThroughAStoppedDaemonIsRunByTheBinary: with the daemon stopped
@@ -19,14 +18,7 @@ import (
 // it again.
 func TestAReadThroughAStoppedDaemonIsRunByTheBinary(t *testing.T) {
 	t.Parallel() // waits on a stopped daemon of its own
-	env := testenv.NewEmbedded(t)
-	if d := env.Daemon(); d != nil {
-		d.Stop(t)
-	}
-	addr := testenv.FreeAddr(t)
-	withServe(t, env, "http: "+addr)
-	d := env.Serve(t, addr)
-	d.WaitHTTP(t)
+	env, d := servedEmbedded(t)
 	env.Call(t, "storage", "add-node", obj{"nodename": "n1", "resource": obj{"volumes": []string{"/data0:1T"}, "storage": "2T"}}, nil)
 	req := obj{"nodename": "n1", "workloads_resource": []any{}}
 	want := local(t, env, "storage", mustJSON(t, req), "get-node-resource-info")

@@ -3,7 +3,6 @@ package serve_test
 import (
 	"bytes"
 	"os"
-	"os/exec"
 	"testing"
 
 	"github.com/stretchr/testify/require"
@@ -18,29 +17,14 @@ import (
 // line is the same whether the binary ran the call or forwarded it.
 func TestAnAnswerThatCannotBePrintedSaysWhetherTheCallWasApplied(t *testing.T) {
 	t.Parallel() // a daemon and store of its own
-	env := testenv.NewEmbedded(t)
-	if d := env.Daemon(); d != nil {
-		d.Stop(t)
-	}
-	addr := testenv.FreeAddr(t)
-	withServe(t, env, "http: "+addr)
-	d := env.Serve(t, addr)
-	d.WaitHTTP(t)
+	env, d := servedEmbedded(t)
 	full, err := os.OpenFile("/dev/full", os.O_WRONLY, 0)
 	require.NoError(t, err)
 	defer full.Close()
 	run := func(t *testing.T, stdin []byte, verb string, vars ...string) (int, string) {
 		t.Helper()
-		c := exec.Command(testenv.Bin(t, "storage"), verb)
-		c.Dir = env.Dir
-		c.Env = append(append(os.Environ(), "ERU_RESOURCE_CONFIG_PATH="), vars...)
-		c.Stdin = bytes.NewReader(stdin)
-		var errb bytes.Buffer
-		c.Stdout, c.Stderr = full, &errb
-		err := c.Run()
-		exit, ok := err.(*exec.ExitError)
-		require.True(t, ok, "the call must fail: %v", err)
-		return exit.ExitCode(), errb.String()
+		res := execWith(t, env, testenv.Bin(t, "storage"), bytes.NewReader(stdin), full, []string{verb}, vars...)
+		return res.Code, res.Stderr
 	}
 	for _, c := range []struct {
 		name string
