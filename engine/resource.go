@@ -159,8 +159,28 @@ func (p registered[N]) Summary(data []byte, shared map[string][]byte) (any, any,
 		return nil, nil, nil, err
 	}
 	capacity, usage := p.r.View(n, Env{Shared: shared})
-	return capacity, usage, p.r.Held(n), nil
+	held := p.r.Held(n)
+	if o, ok := p.r.(ObjectHolder[N]); ok {
+		if count := o.HeldObjects(n); count > 0 {
+			held = held.Clone()
+			held[HeldObjectsKey] = count
+		}
+	}
+	return capacity, usage, held, nil
 }
+
+// ObjectHolder is a resource whose records hold, beside their amounts,
+// objects its workloads use (a storage node's pool objects): to the node
+// registry they are usage, so a node holding one is not drained and may
+// not be retired. They are not amounts: an isolation releases them by the
+// resource's own rule (Usage.Release), not into the ledger.
+type ObjectHolder[N any] interface {
+	HeldObjects(n N) int64
+}
+
+// HeldObjectsKey is the amount under which Summary counts the objects a
+// record holds.
+const HeldObjectsKey = "objects"
 
 func (p registered[N]) Release(data []byte) ([]byte, types.Amounts, error) {
 	n, err := p.r.Decode(data)

@@ -297,6 +297,20 @@ func (Rules) Release(n *Node) *Node {
 	return out
 }
 
+// HeldObjects counts the pool objects the node's workloads hold: to the
+// node registry they are usage (engine.ObjectHolder), so a drained node
+// holding one is DRAINING and cannot be retired until its workloads let
+// go or it is isolated.
+func (Rules) HeldObjects(n *Node) int64 {
+	var held int64
+	for _, obj := range n.Usage.PoolObjects {
+		if obj.Held {
+			held++
+		}
+	}
+	return held
+}
+
 // CheckRemove refuses to forget a node whose record keeps pool objects:
 // they reserve their pools' space, and only this record knows them.
 func (Rules) CheckRemove(n *Node) error {

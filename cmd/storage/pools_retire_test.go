@@ -41,3 +41,29 @@ func TestPoolRetirement(t *testing.T) {
 		})
 	})
 }
+
+// TestHeldPoolObjectsKeepANodeFromBeingDrainedOrRetired: an object a
+// node's workload holds is usage like any other (pools.md): after a drain
+// the node is DRAINING, not DRAINED, and may not be retired (which would
+// let another node attach the volume a live workload still uses); only
+// isolation releases it.
+func TestHeldPoolObjectsKeepANodeFromBeingDrainedOrRetired(t *testing.T) {
+	t.Parallel()
+	testenv.Backends(t, func(t *testing.T, env *testenv.Env) {
+		addNode(t, env, "n1", obj{"storage": "1T", "pools": []string{"ceph-a:/mnt/ceph-a"}})
+		env.OpOK(t, "storage", nil, "pools", "set-capacity", "ceph-a", "100G", "--if-version", "0")
+		d := deploy(t, env, "n1", 1, obj{"volumes": []string{"POOL:/data:rw:10G"}})
+		commit(t, env, "n1", d.WorkloadsResource, true)
+
+		env.OpOK(t, "storage", nil, "nodes", "drain", "n1")
+		require.Equal(t, "DRAINING", nodeGet(t, env, "n1").Status)
+		res := env.Op(t, "storage", "nodes", "retire", "n1")
+		require.Equal(t, 4, res.Code, "failed_precondition: %s", res.Stderr)
+		require.Contains(t, res.Stderr, "node n1 is DRAINING: it still holds usage")
+		require.Equal(t, "DRAINING", nodeGet(t, env, "n1").Status)
+
+		commit(t, env, "n1", d.WorkloadsResource, false) // the workload goes: its object is released
+		require.Equal(t, "DRAINED", nodeGet(t, env, "n1").Status)
+		env.OpOK(t, "storage", nil, "nodes", "retire", "n1")
+	})
+}
