@@ -105,6 +105,13 @@ func (e *Engine[N, W]) SetUsage(ctx context.Context, req *types.Request) (any, e
 	var answer func(next N) (any, error)
 	mode := writeMode[N]{verb: "set-node-resource-usage", delta: req.Delta, answer: func(next N) (any, error) { return answer(next) }}
 	return e.writeAs(ctx, req.Nodename, mode, func(v *nodeView[N], env Env) (N, any, error) {
+		if !v.known {
+			// A usage write would create the record: a tombstone takes
+			// none, even of zero usage (which is no growth).
+			if err := v.reg.RefuseRetired("record"); err != nil {
+				return v.rec, nil, err
+			}
+		}
 		ledger := v.reg.Ledger(e.Res.Name()).Clone()
 		next, err := edit.Apply(v.rec)
 		if err != nil {

@@ -201,6 +201,11 @@ func TestRetiredTombstoneRefusesRecords(t *testing.T) {
 			require.Contains(t, line, "node is RETIRED")
 			line = env.Fail(t, "storage", "add-node", obj{"nodename": "n1", "resource": standardNode})
 			require.Contains(t, line, "node is RETIRED")
+			// a usage write of nothing is no growth, but would create the
+			// record again
+			line = env.Fail(t, "storage", "set-node-resource-usage", obj{"nodename": "n1", "resource": obj{"volumes": obj{}, "disks": []any{}, "storage": 0}, "delta": false})
+			require.Contains(t, line, "node is RETIRED")
+			require.Contains(t, line, "the tombstone of a retired node takes no record")
 			require.Equal(t, before, env.Dump(t))
 		})
 	})
