@@ -192,14 +192,21 @@ func Run[T any](r *runner, sp spec, body func(op *operation) (nodes.Answer[T], e
 				return fail(err)
 			}
 		}
+		var werr error
 		switch {
 		case format == formatTable && table != nil:
-			return writeBlocks(r.stdout, table(answer.Value, time.Now()))
+			werr = writeBlocks(r.stdout, table(answer.Value, time.Now()))
 		case format == formatYAML:
-			return writeYAML(r.stdout, raw)
+			werr = writeYAML(r.stdout, raw)
 		default:
-			return writeJSONAnswer(r.stdout, raw)
+			werr = writeJSONAnswer(r.stdout, raw)
 		}
+		if werr != nil {
+			// A command that wrote must not read as one that failed.
+			wrote := sp.mode != config.ReadExisting && !cmd.DryRun && answer.ReplayOf == nil
+			return fail(unprinted(wrote, werr))
+		}
+		return nil
 	}
 }
 

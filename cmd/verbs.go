@@ -102,7 +102,7 @@ func (r *runner) fixed(v engine.Verb) error {
 		return verbError{verb: v.Name, err: err}
 	}
 	if err := writeJSON(r.stdout, answer); err != nil {
-		return verbError{verb: v.Name, err: unprinted(v, err)}
+		return verbError{verb: v.Name, err: unprinted(v.Writes, err)}
 	}
 	return nil
 }
@@ -152,16 +152,17 @@ func (r *runner) verb(v engine.Verb) error {
 	log.Info("verb", "verb", verb, "node", req.Nodename, "took", since(start))
 	if err := writeJSON(r.stdout, answer); err != nil {
 		log.Warn("answer not printed", "verb", verb, "node", req.Nodename, "error", err.Error())
-		return verbError{verb: verb, node: req.Nodename, err: unprinted(v, err)}
+		return verbError{verb: verb, node: req.Nodename, err: unprinted(v.Writes, err)}
 	}
 	return nil
 }
 
-// unprinted is the failure of a verb that ran but whose answer could not
-// be written to stdout: a write verb's change was made, and the line says
-// so (forward.AnswerUnprinted, which the forwarding front prints too).
-func unprinted(v engine.Verb, err error) error {
-	class, reason := forward.AnswerUnprinted(v.Writes, err)
+// unprinted is the failure of a verb or command that ran but whose answer
+// could not be written to stdout: when it wrote, its change was made, and
+// the line says so (forward.AnswerUnprinted, which the forwarding front
+// prints too).
+func unprinted(wrote bool, err error) error {
+	class, reason := forward.AnswerUnprinted(wrote, err)
 	return types.Errorf(types.Class(class), "%s", reason)
 }
 

@@ -424,3 +424,40 @@ func TestHelpShowsRealDefaults(t *testing.T) {
 	res = env.Op(t, "compute", "overcommit", "set-node", "--help")
 	require.Regexp(t, `--cpu value +.*\(default: none\)`, res.Stdout)
 }
+
+// TestAnOperatorAnswerThatCannotBePrintedSaysWhetherTheCommandWrote: with
+// stdout on a full disk, a command that wrote exits 13 (outcome unknown,
+// "the call was applied") and its write is there; a read, a dry run and a
+// replay exit 7; each names the command.
+func TestAnOperatorAnswerThatCannotBePrintedSaysWhetherTheCommandWrote(t *testing.T) {
+	t.Parallel()
+	env := testenv.NewEmbedded(t)
+	addNode(t, env, "n1", standardNode)
+	full, err := os.OpenFile("/dev/full", os.O_WRONLY, 0)
+	require.NoError(t, err)
+	defer full.Close()
+	for _, c := range []struct {
+		args []string
+		code int
+		says string
+	}{
+		{[]string{"nodes", "drain", "n1", "--command-id", "c1"}, 13, "storage: nodes drain: unavailable: outcome unknown: the call was applied, but its answer could not be printed: write /dev/stdout: no space left on device\n"},
+		{[]string{"nodes", "get", "n1"}, 7, "storage: nodes get: unavailable: its answer could not be printed: write /dev/stdout: no space left on device\n"},
+		{[]string{"nodes", "isolate", "n1", "--dry-run", "-o", "table"}, 7, "storage: nodes isolate: unavailable: its answer could not be printed: write /dev/stdout: no space left on device\n"},
+		{[]string{"nodes", "drain", "n1", "--command-id", "c1"}, 7, "storage: nodes drain: unavailable: its answer could not be printed"}, // a replay writes nothing
+	} {
+		t.Run(strings.Join(c.args, " "), func(t *testing.T) {
+			cmd := exec.Command(testenv.Bin(t, "storage"), c.args...)
+			cmd.Dir = env.Dir
+			cmd.Env = append(os.Environ(), "ERU_RESOURCE_CONFIG_PATH="+filepath.Join(env.Dir, "storage.yaml"), "ERU_RESOURCE_NO_FORWARD=1")
+			var errb bytes.Buffer
+			cmd.Stdout, cmd.Stderr = full, &errb
+			err := cmd.Run()
+			exit, ok := err.(*exec.ExitError)
+			require.True(t, ok, "%v", err)
+			require.Equal(t, c.code, exit.ExitCode(), errb.String())
+			require.Contains(t, errb.String(), c.says)
+		})
+	}
+	require.True(t, nodeGet(t, env, "n1").Drain, "the drain was written")
+}
