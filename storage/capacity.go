@@ -308,6 +308,14 @@ func addAmounts(a, b types.Amounts, sign int64) (types.Amounts, error) {
 // follow capacity's devices and the record is validated.
 func (n *Node) Settle() (*Node, error) {
 	out := n.Clone()
+	// A record written before bindings charged no bytes were counted (or
+	// by the upstream plugin) holds none: removing such a binding leaves
+	// 0, once the isolation ledger has given back what it holds.
+	for dev, v := range out.Usage.ZeroByte {
+		if v < 0 {
+			delete(out.Usage.ZeroByte, dev)
+		}
+	}
 	// Validate before syncUsage: usage on a device capacity lacks is an
 	// invalid write, which syncUsage would report as a device still
 	// holding usage (its words for a capacity change).

@@ -1,8 +1,6 @@
 package storage
 
 import (
-	"strings"
-
 	"github.com/eru-extend/resources/engine"
 	"github.com/eru-extend/resources/storage/pool"
 	"github.com/eru-extend/resources/types"
@@ -169,13 +167,9 @@ func (c *UsageChange) Apply(n *Node) (*Node, error) {
 	if err != nil {
 		return nil, err
 	}
-	// A record written before bindings charged no bytes were counted (or by
-	// the upstream plugin) holds none: removing such a binding leaves 0.
-	for k, v := range next {
-		if strings.HasPrefix(k, "bindings:") && v < 0 {
-			next[k] = 0
-		}
-	}
+	// A binding count may go below zero here: the isolation ledger may
+	// give it back (an isolated node's workload removed); what it does
+	// not is clamped by Settle.
 	out := n.WithHeld(next)
 	if out.pending, err = c.poolChange(); err != nil {
 		return nil, err
