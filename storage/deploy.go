@@ -155,9 +155,19 @@ func (n *Node) workloadOf(w *WorkloadRequest, p Plan) *Workload {
 			wl.VolumePlanRequest[b.String()] = map[string]int64{p.Device[i]: p.Size[i]}
 			wl.VolumePlanLimit[w.Limit[i].String()] = map[string]int64{p.Device[i]: max(w.Limit[i].Size, p.Size[i])}
 		}
-		if i < len(p.Disk) && p.Disk[i] >= 0 {
-			reqQ[p.Disk[i]] = reqQ[p.Disk[i]].Plus(b.Quota)
-			limQ[p.Disk[i]] = limQ[p.Disk[i]].Plus(w.Limit[i].Quota)
+		disk := -1
+		switch {
+		case i < len(p.Disk) && p.Disk[i] >= 0:
+			disk = p.Disk[i]
+		case b.Kind() == Mount && !w.Limit[i].Quota.IsZero():
+			// A mount with IO quota in its limit only is not scheduled
+			// (nothing to reserve), but the engine must apply its limit
+			// on the disk that covers its source.
+			disk = n.Capacity.coveringDisk(b.Source)
+		}
+		if disk >= 0 {
+			reqQ[disk] = reqQ[disk].Plus(b.Quota)
+			limQ[disk] = limQ[disk].Plus(w.Limit[i].Quota)
 		}
 	}
 	for i, d := range n.Capacity.Disks {

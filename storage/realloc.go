@@ -36,6 +36,13 @@ func (n *Node) Realloc(ctx context.Context, old *Workload, req *WorkloadRequest)
 			resched = true
 		}
 	}
+	// A change of an IO limit changes the disks' limits the engine
+	// applies: they are worked out again from the bindings.
+	for _, b := range req.Limit {
+		if !b.Quota.IsZero() {
+			resched = true
+		}
+	}
 	if n.unknown && (resched || next.StorageRequest > old.StorageRequest) {
 		return nil, types.Errorf(types.ResourceExhausted, "no storage record for this node: add it (add-node) or set its capacity first")
 	}
