@@ -310,8 +310,10 @@ func (d *Daemon) nodeSamples(ctx context.Context) (*nodeSnapshot, error) {
 		}
 		samples, err := eng.Metrics(ctx, &types.Request{Nodes: refs})
 		if err != nil {
-			d.log.Warn("metrics: get-metrics failed", "plugin", b, "error", err.Error())
-			continue
+			// One record that cannot be read fails the whole call: sample
+			// node by node, leaving out only the nodes that fail, as core's
+			// per-node sweep would.
+			samples = d.sampleEach(ctx, eng, b, refs)
 		}
 		if out.samples == nil {
 			out.samples = samples.([]types.Metric) // most often the larger: no copy
@@ -432,4 +434,24 @@ func holdsUsage(view scrapeSource, node string, decs engine.Decoders) (holds, ok
 		holds = holds || !rec.Held.IsZero()
 	}
 	return holds, true
+}
+
+// sampleEach is get-metrics of each node alone, without the nodes whose
+// call fails (each logged).
+func (d *Daemon) sampleEach(ctx context.Context, eng metricsEngine, plugin string, refs []types.NodeRef) any {
+	out := []types.Metric{}
+	for _, ref := range refs {
+		samples, err := eng.Metrics(ctx, &types.Request{Nodes: []types.NodeRef{ref}})
+		if err != nil {
+			d.log.Warn("metrics: node left out of the scrape", "plugin", plugin, "node", ref.Nodename, "error", err.Error())
+			continue
+		}
+		out = append(out, samples.([]types.Metric)...)
+	}
+	return out
+}
+
+// metricsEngine is what sampleEach calls of a plugin's engine.
+type metricsEngine interface {
+	Metrics(ctx context.Context, req *types.Request) (any, error)
 }

@@ -374,3 +374,40 @@ func TestAPoolCapacityQueryThroughTheDaemonAnswersAsTheBinary(t *testing.T) {
 		}, 10*time.Second, 20*time.Millisecond, "the scrape renders the pool record as the cache holds it")
 	})
 }
+
+// TestARecordThatCannotBeReadLeavesOnlyItsNodeOutOfTheScrape: one node's
+// damaged record fails get-metrics of every node named with it (both
+// plugins read it); the scrape still renders every other node's series.
+func TestARecordThatCannotBeReadLeavesOnlyItsNodeOutOfTheScrape(t *testing.T) {
+	c := newCluster(t, 10)
+	scrape := func() string {
+		rec := httptest.NewRecorder()
+		c.d.metricsHandler().ServeHTTP(rec, httptest.NewRequest(http.MethodGet, "/metrics", nil))
+		require.Equal(t, http.StatusOK, rec.Code)
+		return rec.Body.String()
+	}
+	count := func(body, metric string) (n int, broken bool) {
+		for _, line := range strings.Split(body, "\n") {
+			if strings.HasPrefix(line, metric+"{") {
+				n++
+				broken = broken || strings.Contains(line, `nodename="n00009"`)
+			}
+		}
+		return n, broken
+	}
+	body := scrape()
+	for _, m := range []string{"storage_used", "compute_cpu_used_millis"} {
+		n, _ := count(body, m)
+		require.Equal(t, 10, n, m)
+	}
+	_, err := c.client.Put(context.Background(), c.prefix+"/resource/storage/n00009", `{"capacity":`)
+	require.NoError(t, err)
+	code, _, errb := c.served("storage", "get-metrics", `{"nodename":"n00000"}`) // a linearizable read: the cache has the write
+	require.Equal(t, 0, code, errb)
+	body = scrape()
+	for _, m := range []string{"storage_used", "compute_cpu_used_millis"} {
+		n, broken := count(body, m)
+		require.Equal(t, 9, n, "%s: every node but the broken one", m)
+		require.False(t, broken, m)
+	}
+}

@@ -399,11 +399,3 @@ func (n *Node) Recompute(workloads []*Workload, released types.Amounts) (Resourc
 	}
 	return computed, diffs, nil
 }
-
-// WithUsage returns the node with usage replaced by u, settled and
-// validated (fix-node-resource).
-func (n *Node) WithUsage(u Resource) (*Node, error) {
-	out := n.Clone()
-	out.Usage = u.Clone()
-	return out.Settle()
-}

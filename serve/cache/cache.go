@@ -112,6 +112,9 @@ type Cache struct {
 	// streamCtx carries the metadata of the watch's stream (leader
 	// required), so that progress requests reach that stream.
 	streamCtx context.Context
+	// stopWatch ends the running watch (under mu), so that the cache
+	// lists again.
+	stopWatch context.CancelFunc
 
 	cancel context.CancelFunc
 	done   chan struct{}
@@ -288,10 +291,24 @@ func (c *Cache) advance(rev int64, reset bool) {
 	c.changed = make(chan struct{})
 }
 
+// relist marks the cache unsynced and ends its watch, which lists again.
+func (c *Cache) relist() {
+	c.ready.Store(false)
+	c.mu.Lock()
+	stop := c.stopWatch
+	c.mu.Unlock()
+	if stop != nil {
+		stop()
+	}
+}
+
 // watch applies the watch from rev+1 until it breaks.
 func (c *Cache) watch(ctx context.Context, rev int64) {
 	wctx, cancel := context.WithCancel(clientv3.WithRequireLeader(ctx))
 	defer cancel()
+	c.mu.Lock()
+	c.stopWatch = cancel
+	c.mu.Unlock()
 	ch := c.client.Watch(wctx, c.prefix+"/", clientv3.WithPrefix(), clientv3.WithRev(rev+1), clientv3.WithProgressNotify())
 	for resp := range ch {
 		if resp.CompactRevision != 0 || resp.Canceled || resp.Err() != nil {
@@ -299,6 +316,10 @@ func (c *Cache) watch(ctx context.Context, rev int64) {
 			return
 		}
 		if resp.IsProgressNotify() {
+			if resp.Header.Revision < c.applied.Load() {
+				c.ready.Store(false) // another etcd: see linearizableAt
+				return
+			}
 			// Sent only once every event up to the header has been sent.
 			c.mu.Lock()
 			if resp.Header.Revision > c.applied.Load() {
@@ -358,14 +379,34 @@ func (c *Cache) currentRevision(ctx context.Context) (int64, error) {
 		c.lastProgress.Store(now)
 		c.progressReqs.Add(1)
 		c.progressAlong.Add(1)
-		_ = c.client.RequestProgress(c.streamCtx)
+		c.requestProgress(ctx)
 	}
+	// Bounded by the wait as well as the call: a connection still coming
+	// back after etcd restarted would otherwise hold the read for the
+	// whole call, with no time left for the direct read it then makes
+	// (through the store's own connection).
+	rctx, cancel := context.WithTimeout(ctx, c.wait)
+	defer cancel()
 	c.etcdReads.Add(1)
-	resp, err := c.etcdKV.Range(ctx, &pb.RangeRequest{Key: c.revisionKey, CountOnly: true}, grpc.WaitForReady(true))
+	resp, err := c.etcdKV.Range(rctx, &pb.RangeRequest{Key: c.revisionKey, CountOnly: true}, grpc.WaitForReady(true))
 	if err != nil {
 		return 0, err
 	}
 	return resp.Header.Revision, nil
+}
+
+// requestProgress asks the watch's stream for a progress notification,
+// waiting at most the cache's wait and ctx: while etcd is down the watch's
+// goroutine is busy reconnecting and takes no request, and the caller (a
+// read, a readiness probe) must not wait for etcd to come back. The
+// context keeps the stream's metadata, so the request goes on the watch's
+// own stream.
+func (c *Cache) requestProgress(ctx context.Context) {
+	pctx, cancel := context.WithTimeout(c.streamCtx, c.wait)
+	defer cancel()
+	stop := context.AfterFunc(ctx, cancel)
+	defer stop()
+	_ = c.client.RequestProgress(pctx)
 }
 
 // progressAlongFor is how long after a progress notification last moved
@@ -393,7 +434,7 @@ func (c *Cache) await(ctx context.Context, rev int64, asked time.Time) bool {
 		if c.lastProgress.Load() < asked.UnixNano() {
 			c.lastProgress.Store(time.Now().UnixNano())
 			c.progressReqs.Add(1)
-			_ = c.client.RequestProgress(c.streamCtx)
+			c.requestProgress(ctx)
 		}
 		select {
 		case <-changed:
@@ -442,6 +483,13 @@ func (c *Cache) linearizableAt(ctx context.Context, ahead *revision) bool {
 	}
 	if err != nil {
 		return false // the direct read reports etcd's failure as the store does
+	}
+	if rev < c.applied.Load() {
+		// etcd's revisions never go back: this is another etcd at the same
+		// address (wiped, or restored without a bump), whose history the
+		// cache's copy is not. Read it directly until a fresh list.
+		c.relist()
+		return false
 	}
 	c.lastEtcdRev.Store(rev)
 	if !c.await(ctx, rev, asked) {
