@@ -7,6 +7,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"regexp"
+	"strings"
 	"sync"
 	"syscall"
 	"testing"
@@ -75,9 +76,9 @@ var answeredRe = regexp.MustCompile(`"answered":(\d+)`)
 
 // serve starts `libexec/storage serve` in the plugin folder (which execs
 // libexec/serve; it serves both plugins' configs), waits until its socket answers, and stops it
-// with SIGTERM when the test ends. A daemon that died during the test
-// fails it: every call would then have run in the binaries, and the suite
-// would not have tested forwarding.
+// with SIGTERM when the test ends. A daemon that died during the test, or
+// answered no call, fails it: every call would then have run in the
+// binaries, and the suite would not have tested forwarding.
 func (e *env) serve(t *testing.T) {
 	t.Helper()
 	var log lockedBuffer
@@ -103,9 +104,19 @@ func (e *env) serve(t *testing.T) {
 			<-done
 			t.Errorf("the serve daemon did not stop within 15s of SIGTERM: %s", log.String())
 		}
-		if m := answeredRe.FindStringSubmatch(log.String()); m != nil {
-			t.Logf("the serve daemon answered %s forwarded calls", m[1])
+		// A daemon that answered nothing let core's calls all run in the
+		// binaries: forwarding was not tested. (A daemon logging to a file
+		// says nothing here; one whose test rewrote the config declines
+		// its calls, as it must.)
+		m := answeredRe.FindStringSubmatch(log.String())
+		if m == nil {
+			return
 		}
+		if m[1] == "0" && !strings.Contains(log.String(), "config changed since the daemon started") {
+			t.Errorf("the serve daemon answered no forwarded call: %s", log.String())
+			return
+		}
+		t.Logf("the serve daemon answered %s forwarded calls", m[1])
 	})
 	socket := filepath.Join(e.dir, "eru-resources.sock")
 	for deadline := time.Now().Add(20 * time.Second); ; time.Sleep(10 * time.Millisecond) {

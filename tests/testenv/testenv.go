@@ -32,7 +32,7 @@ import (
 	// from these packages' trees at run time; importing them makes go
 	// test's cache see changes to their code.
 	_ "github.com/eru-extend/resources/cmd"
-	_ "github.com/eru-extend/resources/internal/forward"
+	"github.com/eru-extend/resources/internal/forward"
 	_ "github.com/eru-extend/resources/serve"
 	"github.com/eru-extend/resources/store"
 	"github.com/eru-extend/resources/store/boltstore"
@@ -160,6 +160,10 @@ type Env struct {
 
 	daemonMu sync.Mutex // the daemon is restarted by another goroutine under ERU_TEST_SERVE=kill
 	daemon   *Daemon
+
+	// forwardable counts the calls Exec made that the Env's daemon
+	// answers: a plugin verb reading a request, on the Env's own config.
+	forwardable atomic.Int64
 }
 
 var prefixes atomic.Int64
@@ -302,6 +306,9 @@ type Result struct {
 // Exec runs the binary with args in the plugin folder, stdin given.
 func (e *Env) Exec(t testing.TB, bin string, stdin []byte, args ...string) Result {
 	t.Helper()
+	if verb, explicit, ok := forward.VerbOf(args); ok && explicit == "" && !forward.NoInput(verb) {
+		e.forwardable.Add(1)
+	}
 	res, err := Run(Bin(t, bin), e.Dir, stdin, args...)
 	require.NoError(t, err, "running %s %v", bin, args)
 	return res
