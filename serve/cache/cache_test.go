@@ -19,11 +19,19 @@ var prefixes atomic.Int64
 
 func newCache(t *testing.T) (*cache.Cache, *etcdstore.Store, string) {
 	t.Helper()
-	e := storetest.SharedEtcd(t)
 	prefix := fmt.Sprintf("/cache-test-%d", prefixes.Add(1))
-	s, err := etcdstore.Open(context.Background(), etcdstore.Config{Endpoints: []string{e.Endpoint}, Prefix: prefix, DialTimeout: 5 * time.Second})
+	c, s := openCache(t, storetest.SharedEtcd(t).Endpoint, prefix, 5*time.Second)
+	return c, s, prefix
+}
+
+// openCache opens a store and a cache (waiting wait) of prefix on the etcd
+// at endpoint, closed when the test ends, and waits until the cache is
+// synced.
+func openCache(t *testing.T, endpoint, prefix string, wait time.Duration) (*cache.Cache, *etcdstore.Store) {
+	t.Helper()
+	s, err := etcdstore.Open(context.Background(), etcdstore.Config{Endpoints: []string{endpoint}, Prefix: prefix, DialTimeout: 5 * time.Second})
 	require.NoError(t, err)
-	c, err := cache.New(s, prefix, 5*time.Second, nil)
+	c, err := cache.New(s, prefix, wait, nil)
 	require.NoError(t, err)
 	t.Cleanup(func() {
 		require.NoError(t, c.Close())
@@ -32,7 +40,7 @@ func newCache(t *testing.T) (*cache.Cache, *etcdstore.Store, string) {
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
 	require.NoError(t, c.WaitReady(ctx))
-	return c, s, prefix
+	return c, s
 }
 
 func TestTheCache(t *testing.T) {

@@ -68,18 +68,7 @@ func (e *ownEtcd) stop() {
 // cacheOf opens a store and a cache (waiting wait) on the etcd.
 func cacheOf(t *testing.T, e *ownEtcd, wait time.Duration) (*cache.Cache, *etcdstore.Store) {
 	t.Helper()
-	s, err := etcdstore.Open(context.Background(), etcdstore.Config{Endpoints: []string{e.server.Endpoint}, Prefix: "/p", DialTimeout: 2 * time.Second})
-	require.NoError(t, err)
-	c, err := cache.New(s, "/p", wait, nil)
-	require.NoError(t, err)
-	t.Cleanup(func() {
-		require.NoError(t, c.Close())
-		require.NoError(t, s.Close())
-	})
-	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
-	defer cancel()
-	require.NoError(t, c.WaitReady(ctx))
-	return c, s
+	return openCache(t, e.server.Endpoint, "/p", wait)
 }
 
 // within runs f and fails the test when it has not returned by limit.
