@@ -28,11 +28,21 @@ func outputFlag() cli.Flag {
 // mutatingFlags are the flags of an operator action: output, replay and
 // version guard.
 func mutatingFlags(extra ...cli.Flag) []cli.Flag {
-	return append([]cli.Flag{
+	return append(actionFlags(&cli.Int64Flag{Name: "if-version", Usage: "refuse (aborted) unless the record is at this version", DefaultText: "none, unguarded"}), extra...)
+}
+
+// guardedFlags are mutatingFlags of a command whose --if-version is
+// mandatory (its help says so, and it has no default).
+func guardedFlags(extra ...cli.Flag) []cli.Flag {
+	return append(actionFlags(&cli.Int64Flag{Name: "if-version", Usage: "required: refuse (aborted) unless the record is at this version", DefaultText: "none"}), extra...)
+}
+
+func actionFlags(ifVersion cli.Flag) []cli.Flag {
+	return []cli.Flag{
 		outputFlag(),
 		&cli.StringFlag{Name: "command-id", Usage: "make the command replayable: the same id with the same arguments answers the first answer and writes nothing"},
-		&cli.Int64Flag{Name: "if-version", Usage: "refuse (aborted) unless the record is at this version", DefaultText: "none, unguarded"},
-	}, extra...)
+		ifVersion,
+	}
 }
 
 func dryRunFlag() cli.Flag {

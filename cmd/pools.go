@@ -49,7 +49,7 @@ func (r *runner) poolsCommand() *cli.Command {
 				Name:      "set-capacity",
 				Usage:     "set a pool's capacity (--if-version is mandatory; lowering it evicts nothing)",
 				ArgsUsage: "POOL SIZE",
-				Flags:     mutatingFlags(),
+				Flags:     guardedFlags(),
 				Action: Run(r, spec{name: "pools set-capacity", args: []positional{pool.ValidID, checkCapacity}, mode: config.WriteExisting}, func(op *operation) (nodes.Answer[pool.View], error) {
 					size, err := parseCapacity(op.args[1])
 					if err != nil {
