@@ -228,6 +228,7 @@ func (c *Controller) applyLocked(cfg Config) {
 		shares += *l.NominalConcurrencyShares
 	}
 	old := c.levels
+	named := map[string]bool{}
 	c.levels = map[string]*level{}
 	c.order = c.order[:0]
 	c.nominalSum = 0
@@ -240,7 +241,9 @@ func (c *Controller) applyLocked(cfg Config) {
 		}
 		c.nominalSum += nominal
 		exempt := spec.Type == TypeExempt
+		named[spec.Name] = true
 		l := old[spec.Name]
+		fresh := false
 		if l != nil && l.exempt == exempt {
 			delete(old, spec.Name)
 			if !exempt {
@@ -248,7 +251,7 @@ func (c *Controller) applyLocked(cfg Config) {
 				_ = l.qs.SetConfig(queueConfig(spec))
 			}
 		} else {
-			l = &level{exempt: exempt}
+			l, fresh = &level{exempt: exempt}, true
 			if exempt {
 				l.demand = queueset.NewIntegrator(c.clk)
 			} else {
@@ -257,7 +260,6 @@ func (c *Controller) applyLocked(cfg Config) {
 			}
 		}
 		l.spec = spec
-		fresh := l.limits == (Limits{})
 		l.limits.Nominal, l.limits.Min, l.limits.Max = nominal, nominal-lendable, nominal+borrowing
 		// A new level starts halfway into what it may lend (as Kubernetes
 		// starts it); a level kept across a reload keeps its current limit,
@@ -281,7 +283,9 @@ func (c *Controller) applyLocked(cfg Config) {
 			l.retiring = true
 			c.retiring = append(c.retiring, l)
 		}
-		c.m.forgetLevel(name)
+		if !named[name] { // a level whose type changed has new gauges already
+			c.m.forgetLevel(name)
+		}
 	}
 	for _, s := range cfg.Schemas {
 		// Start every schema's gauges at 0, so dashboards see them before use.
@@ -542,6 +546,17 @@ func (c *Controller) dispatchedLocked(t *Ticket) {
 	t.timer.Stop()
 	delete(c.waiting, t)
 	c.m.waiting.WithLabelValues(t.level, t.schema).Dec()
+	if c.closed {
+		// Close withdrew a wider request ahead of this one, making room:
+		// it is refused like every other waiting request. Its seats stay
+		// taken in the closed controller, where nothing runs any more.
+		c.m.waitTime.WithLabelValues(t.level, t.schema, "false").Observe(c.clk.Now().Sub(t.arrived).Seconds())
+		t.lvl.tickets--
+		c.dropRetiredLocked(t.lvl)
+		t.err = c.rejectLocked(t, ReasonShutdown)
+		t.notify()
+		return
+	}
 	c.startedLocked(t, c.clk.Now())
 	t.notify()
 }
