@@ -107,7 +107,7 @@ func (n *Node) Realloc(old *Workload, delta *WorkloadRequest, d Defaults) (*Work
 			return nil, nil, false, types.Invalid("%s would go below zero (%d)", f.what, f.v)
 		}
 		if f.v > MaxHost {
-			return nil, nil, false, types.Invalid("%s would be %d, too large (at most %s)", f.what, f.v, hostLimit(f.cpu))
+			return nil, nil, false, types.Invalid("%s would be %d, too large (at most %s)", f.what, f.v, limitText(MaxHost, f.cpu))
 		}
 	}
 	next.reconcile()

@@ -85,22 +85,19 @@ func DecodeNode(data []byte) (*Node, error) {
 // placement admits can be written.
 func (n *Node) Validate() error {
 	for _, c := range []struct {
-		what  string
-		cpu   bool
-		v     int64
-		usage bool
+		what string
+		cpu  bool
+		v    int64
+		most int64
 	}{
-		{"capacity cpu_millis", true, n.Capacity.CPUMillis, false}, {"capacity memory_bytes", false, n.Capacity.MemoryBytes, false},
-		{"usage cpu_millis", true, n.Usage.CPUMillis, true}, {"usage memory_bytes", false, n.Usage.MemoryBytes, true},
+		{"capacity cpu_millis", true, n.Capacity.CPUMillis, MaxHost}, {"capacity memory_bytes", false, n.Capacity.MemoryBytes, MaxHost},
+		{"usage cpu_millis", true, n.Usage.CPUMillis, MaxUsage}, {"usage memory_bytes", false, n.Usage.MemoryBytes, MaxUsage},
 	} {
 		if c.v < 0 {
 			return types.Invalid("%s would be %d, below zero", c.what, c.v)
 		}
-		if !c.usage && c.v > MaxHost {
-			return types.Invalid("%s %d is too large (at most %s)", c.what, c.v, hostLimit(c.cpu))
-		}
-		if c.usage && c.v > MaxUsage {
-			return types.Invalid("%s %d is too large (at most %s)", c.what, c.v, usageLimit(c.cpu))
+		if c.v > c.most {
+			return types.Invalid("%s %d is too large (at most %s)", c.what, c.v, limitText(c.most, c.cpu))
 		}
 	}
 	if o := n.Override.CPU; o != nil {
@@ -189,7 +186,7 @@ func decodeAmountMembers(m map[string]json.RawMessage, raw json.RawMessage, what
 		v     int64
 	}{{"cpu_millis", true, a.CPUMillis}, {"memory_bytes", false, a.MemoryBytes}} {
 		if f.v > MaxUsage || f.v < -MaxUsage {
-			return Amount{}, types.Invalid("%s: %s %d is out of range (at most %s, either way)", what, f.field, f.v, usageLimit(f.cpu))
+			return Amount{}, types.Invalid("%s: %s %d is out of range (at most %s, either way)", what, f.field, f.v, limitText(MaxUsage, f.cpu))
 		}
 	}
 	return a, nil

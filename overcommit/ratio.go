@@ -122,21 +122,14 @@ const MaxHost = types.MaxExact / 16
 // largest schedulable figure, MaxHost at the largest ratio.
 const MaxUsage = MaxHost * (MaxRatio / DefaultRatio)
 
-// usageLimit says MaxUsage in a figure's unit, as hostLimit does MaxHost.
-func usageLimit(cpu bool) string {
+// limitText says a limit (MaxHost, MaxUsage) in a figure's unit, for a
+// message naming it: millicores for CPU, bytes (and binary units) for
+// memory.
+func limitText(most int64, cpu bool) string {
 	if cpu {
-		return fmt.Sprintf("%d millicores", MaxUsage)
+		return fmt.Sprintf("%d millicores", most)
 	}
-	return fmt.Sprintf("%d bytes, %s", MaxUsage, types.SizeLimit(MaxUsage))
-}
-
-// hostLimit says MaxHost in a figure's unit, for a message naming the limit:
-// millicores for CPU, bytes (and binary units) for memory.
-func hostLimit(cpu bool) string {
-	if cpu {
-		return fmt.Sprintf("%d millicores", MaxHost)
-	}
-	return fmt.Sprintf("%d bytes, %s", MaxHost, types.SizeLimit(MaxHost))
+	return fmt.Sprintf("%d bytes, %s", most, types.SizeLimit(most))
 }
 
 // maxHostCPUs is MaxHost as a request writes it, in CPUs (formatted when
