@@ -47,12 +47,9 @@ func decodeBody(r io.Reader, route string, takes []string) (opBody, error) {
 	if r == nil {
 		return b, nil
 	}
-	data, err := io.ReadAll(io.LimitReader(r, maxBody+1))
+	data, err := readBody(r)
 	if err != nil {
-		return b, types.Wrap(types.InvalidArgument, err, "body")
-	}
-	if len(data) > maxBody {
-		return b, types.Invalid("body: more than %d bytes", maxBody)
+		return b, err
 	}
 	if len(bytes.TrimSpace(data)) == 0 {
 		return b, nil
@@ -139,6 +136,18 @@ func givenFlags(pairs ...string) []string {
 		}
 	}
 	return out
+}
+
+// readBody reads a request's body whole, at most maxBody bytes.
+func readBody(r io.Reader) ([]byte, error) {
+	data, err := io.ReadAll(io.LimitReader(r, maxBody+1))
+	if err != nil {
+		return nil, types.Wrap(types.InvalidArgument, err, "body")
+	}
+	if len(data) > maxBody {
+		return nil, types.Invalid("body: more than %d bytes", maxBody)
+	}
+	return data, nil
 }
 
 // onlyOneValue refuses a body with anything but blanks after the JSON

@@ -8,7 +8,6 @@ import (
 	"encoding/base64"
 	"encoding/binary"
 	"encoding/json"
-	"io"
 	"net/http"
 	"strings"
 	"time"
@@ -116,9 +115,9 @@ func (d *Daemon) heartbeat(s *stamper, token string) http.HandlerFunc {
 			return
 		}
 		var req cmd.HeartbeatRequest
-		data, err := io.ReadAll(io.LimitReader(r.Body, 1<<20))
+		data, err := readBody(r.Body)
 		if err != nil {
-			fail(types.Wrap(types.InvalidArgument, err, "body"))
+			fail(err)
 			return
 		}
 		dec := json.NewDecoder(bytes.NewReader(data))
