@@ -58,18 +58,19 @@ func Main(name string, args []string, stderr io.Writer) int {
 		}
 	}
 	log := slog.New(slog.NewJSONHandler(stderr, nil)).With("daemon", name+" serve", "pid", os.Getpid())
+	var logs *logFile
 	if cfg.Log.File != "" {
-		f, err := os.OpenFile(cfg.Log.File, os.O_APPEND|os.O_CREATE|os.O_WRONLY, 0o644)
-		if err != nil {
+		if logs, err = openLogFile(cfg.Log.File); err != nil {
 			return fail(types.Wrap(types.InvalidArgument, err, "log.file"))
 		}
-		defer f.Close()
-		log = slog.New(slog.NewJSONHandler(f, nil)).With("daemon", name+" serve", "pid", os.Getpid())
+		defer logs.Close()
+		log = slog.New(slog.NewJSONHandler(logs, nil)).With("daemon", name+" serve", "pid", os.Getpid())
 	}
 	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGTERM, syscall.SIGINT)
 	defer stop()
-	// SIGHUP reloads the flowcontrol section; caught from here on, so an
-	// early one does not end the daemon (it is applied once serving).
+	// SIGHUP reopens log.file and reloads the flowcontrol section; caught
+	// from here on, so an early one does not end the daemon (it is applied
+	// once serving).
 	hup := make(chan os.Signal, 1)
 	signal.Notify(hup, syscall.SIGHUP)
 	defer signal.Stop(hup)
@@ -109,6 +110,13 @@ func Main(name string, args []string, stderr io.Writer) int {
 		case <-ctx.Done():
 			waiting = false
 		case <-hup:
+			if logs != nil {
+				if err := logs.Reopen(); err != nil {
+					log.Warn("log.file could not be reopened: the daemon goes on logging to the file it had open", "file", cfg.Log.File, "error", oneLine(err))
+				} else {
+					log.Info("reopened log.file", "file", cfg.Log.File)
+				}
+			}
 			if err := d.Reload(); err != nil {
 				log.Warn("reload refused: the flow control keeps its configuration", "error", oneLine(err))
 			} else {
