@@ -6,12 +6,16 @@ package readme_test
 import (
 	"bufio"
 	"encoding/json"
+	"fmt"
 	"os"
 	"os/exec"
 	"path/filepath"
 	"regexp"
 	"strings"
+	"sync"
+	"sync/atomic"
 	"testing"
+	"time"
 
 	"github.com/stretchr/testify/require"
 
@@ -174,4 +178,90 @@ func TestTheReadmePoolSessionRunsAsWritten(t *testing.T) {
 		require.True(t, ok, "unexpected stderr line %q", line)
 	}
 	require.Equal(t, "storage: pools move "+id+": 1/1 files, 3 MiB/3 MiB (100%)", lines[len(lines)-1])
+}
+
+// TestTheReadmeBackupCopiesTheStoreWhileWritersRun runs the README's
+// backup of the embedded store in a plugin folder while two writers keep
+// changing a node's usage: every write succeeds (they wait for the copy),
+// the copy opens and reads, and the restore puts back exactly what the
+// copy held, whatever was written after it.
+func TestTheReadmeBackupCopiesTheStoreWhileWritersRun(t *testing.T) {
+	_, err := exec.LookPath("flock")
+	require.NoError(t, err, "the README's backup uses flock(1), from util-linux")
+	dir := t.TempDir()
+	storage := testenv.Bin(t, "storage")
+	require.NoError(t, os.Symlink(storage, filepath.Join(dir, "storage")))
+	require.NoError(t, os.WriteFile(filepath.Join(dir, "storage.yaml"), []byte("embedded:\n  path: eru-resources.db\n"), 0o644))
+	run := func(stdin string, args ...string) (string, error) {
+		cmd := exec.Command(storage, args...)
+		cmd.Dir = dir
+		cmd.Env = append(os.Environ(), "ERU_RESOURCE_CONFIG_PATH=")
+		cmd.Stdin = strings.NewReader(stdin)
+		out, err := cmd.CombinedOutput()
+		if err != nil {
+			return "", fmt.Errorf("storage %v: %w: %s", args, err, out)
+		}
+		return string(out), nil
+	}
+	usage := func(args ...string) string {
+		out, err := run(`{"nodename":"n1"}`, append([]string{"get-node-resource-info"}, args...)...)
+		require.NoError(t, err)
+		var info struct {
+			Usage struct {
+				Volumes map[string]int64 `json:"volumes"`
+			} `json:"usage"`
+		}
+		require.NoError(t, json.Unmarshal([]byte(out), &info), out)
+		require.Contains(t, info.Usage.Volumes, "/data0", out)
+		return fmt.Sprint(info.Usage.Volumes["/data0"])
+	}
+	change := func(incr bool) error {
+		_, err := run(fmt.Sprintf(`{"nodename":"n1","resource_request":{"volumes":["/data0:1G"]},"delta":true,"incr":%t}`, incr), "set-node-resource-usage")
+		return err
+	}
+	_, err = run(`{"nodename":"n1","resource":{"volumes":["/data0:1T"]}}`, "add-node")
+	require.NoError(t, err)
+
+	script := block(t, "backup")
+	cut := strings.Index(script, "# Restore")
+	require.Positive(t, cut, "the backup block has a restore part")
+	stop := make(chan struct{})
+	var wg sync.WaitGroup
+	var failed atomic.Value
+	for range 2 {
+		wg.Go(func() {
+			for incr := true; ; incr = !incr {
+				select {
+				case <-stop:
+					if !incr { // leave the usage as it was
+						if err := change(false); err != nil {
+							failed.Store(err)
+						}
+					}
+					return
+				default:
+				}
+				if err := change(incr); err != nil {
+					failed.Store(err)
+					return
+				}
+			}
+		})
+	}
+	time.Sleep(100 * time.Millisecond)
+	stdout, _ := bash(t, dir, script[:cut])
+	close(stop)
+	wg.Wait()
+	require.Nil(t, failed.Load(), "every write made during the copy succeeds")
+	require.Regexp(t, `(?m)^n1 +READY`, stdout, "the copy opens and reads")
+	copied := usage("--config", "backups/storage.yaml")
+	require.Contains(t, []string{"0", fmt.Sprint(1 << 30), fmt.Sprint(2 << 30)}, copied, "the copy holds a state the writers made")
+
+	require.NoError(t, change(true))
+	require.NoError(t, change(true))
+	require.NoError(t, change(true))
+	require.NotEqual(t, copied, usage(), "the store moved on after the copy")
+	bash(t, dir, script[cut:])
+	require.Equal(t, copied, usage(), "the restore puts back what the copy held")
+	require.NoFileExists(t, filepath.Join(dir, "eru-resources.db.restore"))
 }
