@@ -104,6 +104,9 @@ type Daemon struct {
 	// keepaliveEvery is how often a read's client is told the daemon
 	// still holds its call (forward.ReadStall / 2).
 	keepaliveEvery time.Duration
+	// hangupEvery is how often a waiting call's connection is checked for
+	// a client that went away.
+	hangupEvery time.Duration
 
 	ln       *net.UnixListener
 	answered atomic.Int64 // calls run for a client
@@ -123,7 +126,7 @@ func New(ctx context.Context, name, wd string, cfg *config.Config, sc Config, lo
 			return nil, err
 		}
 	}
-	d := &Daemon{name: name, wd: wd, cfg: cfg, serve: sc, log: log, admit: admit, files: map[string]*served{}, decoders: cmd.Decoders(), keepaliveEvery: forward.ReadStall / 2}
+	d := &Daemon{name: name, wd: wd, cfg: cfg, serve: sc, log: log, admit: admit, files: map[string]*served{}, decoders: cmd.Decoders(), keepaliveEvery: forward.ReadStall / 2, hangupEvery: 250 * time.Millisecond}
 	d.files[cfg.File] = newServed(cfg, cfg.Stamp)
 	// The other plugin's file is looked for beside the daemon's own (the
 	// folder core execs the plugins from), wherever the daemon was started.
@@ -463,16 +466,28 @@ func (d *Daemon) handle(conn *net.UnixConn) {
 		defer alive.stop()
 	}
 	named := peek(stdin)
+	// A queued call waits at most a minute for its turn (flow control may
+	// bound it tighter); core's own call timeout is usually shorter. A
+	// client that closes its connection meanwhile withdraws it.
+	actx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	waiting := watchHangup(conn, d.hangupEvery, cancel)
 	// A write takes its node's lock before admission: writes to one node
 	// run one at a time anyway, and waiting for the lock in a seat would
 	// let a burst of writes to one node fill a level.
 	unlock := d.lockNode(write, named.Nodename)
 	defer func() { unlock() }()
-	// A queued call waits at most a minute for its turn (flow control may
-	// bound it tighter); core's own call timeout is usually shorter.
-	actx, cancel := context.WithTimeout(context.Background(), time.Minute)
-	defer cancel()
 	adm, rej := d.admit(actx, Request{Kind: "verb", Verb: req.Verb, Pod: named.pod(), Caller: socketCaller(uid, pid), Stdin: stdin})
+	if waiting.stop() {
+		// Nothing ran, and nobody waits for an answer: a write's client
+		// had no Accepted, so the call is one that did not land.
+		if adm != nil {
+			adm.Release()
+		}
+		d.log.Info("call withdrawn: its client went away while it waited", "verb", req.Verb)
+		d.metrics.requests.WithLabelValues(req.Verb, "withdrawn").Inc()
+		return
+	}
 	var (
 		code    int
 		out, eb []byte
