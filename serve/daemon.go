@@ -39,6 +39,7 @@ import (
 	"github.com/eru-extend/resources/internal/forward"
 	"github.com/eru-extend/resources/serve/cache"
 	"github.com/eru-extend/resources/store"
+	"github.com/eru-extend/resources/store/boltstore"
 	"github.com/eru-extend/resources/store/etcdstore"
 	"github.com/eru-extend/resources/types"
 )
@@ -107,6 +108,9 @@ type Daemon struct {
 	// hangupEvery is how often a waiting call's connection is checked for
 	// a client that went away.
 	hangupEvery time.Duration
+	// lockWaits bounds the embedded store's lock waits that calls which
+	// timed out leave behind (nil on etcd).
+	lockWaits *boltstore.Waits
 
 	ln       *net.UnixListener
 	answered atomic.Int64 // calls run for a client
@@ -127,6 +131,9 @@ func New(ctx context.Context, name, wd string, cfg *config.Config, sc Config, lo
 		}
 	}
 	d := &Daemon{name: name, wd: wd, cfg: cfg, serve: sc, log: log, admit: admit, files: map[string]*served{}, decoders: cmd.Decoders(), keepaliveEvery: forward.ReadStall / 2, hangupEvery: 250 * time.Millisecond}
+	if !cfg.UsesEtcd() {
+		d.lockWaits = boltstore.NewWaits(2)
+	}
 	d.files[cfg.File] = newServed(cfg, cfg.Stamp)
 	// The other plugin's file is looked for beside the daemon's own (the
 	// folder core execs the plugins from), wherever the daemon was started.
@@ -294,6 +301,10 @@ func (d *Daemon) options(cfg *config.Config, st store.Store) cmd.Options {
 				return noClose{d.etcd}, nil
 			}
 			return noClose{st}, nil
+		}
+	} else {
+		opts.OpenStore = func(ctx context.Context, cfg *config.Config, mode config.Mode) (store.Store, error) {
+			return cfg.OpenWaiting(ctx, mode, d.lockWaits)
 		}
 	}
 	return opts

@@ -341,7 +341,7 @@ func (d *Daemon) scrapeView(ctx context.Context) (scrapeSource, func(context.Con
 		stale := d.cache.Stale()
 		return v, func(context.Context, bool) (store.Store, error) { return stale, nil }, func() {}, nil
 	}
-	s, err := d.cfg.Open(ctx, config.Read)
+	s, err := d.cfg.OpenWaiting(ctx, config.Read, d.lockWaits)
 	if err != nil {
 		return nil, nil, nil, err
 	}

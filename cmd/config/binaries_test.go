@@ -42,7 +42,7 @@ func requireNoLocalStore(t *testing.T, env *testenv.Env) {
 	entries, err := os.ReadDir(env.Dir)
 	require.NoError(t, err)
 	for _, e := range entries {
-		require.False(t, strings.HasSuffix(e.Name(), ".db") || strings.HasSuffix(e.Name(), ".lock"), "a local store %s was created", e.Name())
+		require.False(t, strings.HasSuffix(e.Name(), ".db") || strings.HasSuffix(e.Name(), ".lock") || strings.HasSuffix(e.Name(), ".gate"), "a local store %s was created", e.Name())
 	}
 }
 

@@ -32,6 +32,13 @@ const (
 // Open opens the configured store: etcd when machines are named, else the
 // embedded bbolt file.
 func (c *Config) Open(ctx context.Context, mode Mode) (store.Store, error) {
+	return c.OpenWaiting(ctx, mode, nil)
+}
+
+// OpenWaiting is Open for a process that opens the store call after call:
+// the embedded store's lock waits that time out are bounded by waits (see
+// boltstore.Waits).
+func (c *Config) OpenWaiting(ctx context.Context, mode Mode, waits *boltstore.Waits) (store.Store, error) {
 	if c.UsesEtcd() {
 		dial := min(c.Etcd.DialTimeout, c.Etcd.CallTimeout)
 		return etcdstore.Open(ctx, etcdstore.Config{
@@ -45,7 +52,7 @@ func (c *Config) Open(ctx context.Context, mode Mode) (store.Store, error) {
 			DialTimeout: dial,
 		})
 	}
-	opts := boltstore.Options{Prefix: c.Etcd.Prefix, LockTimeout: c.Embedded.LockTimeout}
+	opts := boltstore.Options{Prefix: c.Etcd.Prefix, LockTimeout: c.Embedded.LockTimeout, Waits: waits}
 	switch mode {
 	case Read:
 		opts.ReadOnly = true

@@ -13,6 +13,7 @@
 package boltstore
 
 import (
+	"bytes"
 	"context"
 	"encoding/binary"
 	"errors"
@@ -39,6 +40,11 @@ type Options struct {
 	EmptyIfMissing bool
 	LockTimeout    time.Duration // how long to wait for the file lock
 	Now            func() time.Time
+	// Waits bounds the lock waits that Opens which timed out leave
+	// behind, for a process that opens the store call after call (the
+	// serve daemon); nil leaves every wait to the kernel's queue, for a
+	// process that exits after its call.
+	Waits *Waits
 }
 
 var (
@@ -170,11 +176,13 @@ func (s *Store) Txn(ctx context.Context, conds []store.Cond, ops []store.Op) err
 		if err != nil {
 			return err
 		}
-		// Rolled back on an error or a panic in apply (which guard turns
-		// into data_loss), as bbolt's Update would: an open write
-		// transaction would hold the store's writer lock for good.
+		// Rolled back on an error or a panic in apply or inside Commit
+		// (which guard turns into data_loss), as bbolt's Update would: an
+		// open write transaction would hold the store's writer lock for
+		// good. Commit ends the transaction whenever it returns, so one
+		// still open here is one a panic left.
 		defer func() {
-			if !committing {
+			if tx.DB() != nil {
 				_ = tx.Rollback()
 			}
 		}()
@@ -242,9 +250,56 @@ func (s *Store) apply(tx *bolt.Tx, conds []store.Cond, ops []store.Op, now time.
 			return 0, err
 		}
 	}
+	if err := sweep(kv, meta, now); err != nil {
+		return 0, err
+	}
 	var buf [8]byte
 	binary.BigEndian.PutUint64(buf[:], uint64(next))
 	return next, meta.Put(keyRev, buf[:])
+}
+
+// keySweep is where the next sweep of expired keys starts.
+var keySweep = []byte("sweep")
+
+// sweepEach is how many keys each write looks at for expired ones.
+const sweepEach = 64
+
+// sweep deletes the expired keys among the next sweepEach keys of kv from
+// where the last write's sweep stopped, wrapping around, so that keys put
+// with a time to live leave the file some writes after they expire, at a
+// bounded cost per write. An expired key reads as absent either way: its
+// deletion changes nothing visible and takes no revision.
+func sweep(kv, meta *bolt.Bucket, now time.Time) error {
+	c := kv.Cursor()
+	k, raw := c.First()
+	if from := meta.Get(keySweep); from != nil {
+		k, raw = c.Seek(from)
+	}
+	var expired [][]byte
+	for range sweepEach {
+		if k == nil {
+			break
+		}
+		if len(raw) >= headerLen {
+			if exp := int64(binary.BigEndian.Uint64(raw[8:16])); exp != 0 && now.UnixNano() >= exp {
+				expired = append(expired, bytes.Clone(k))
+			}
+		}
+		k, raw = c.Next()
+	}
+	var resume []byte
+	if k != nil {
+		resume = bytes.Clone(k)
+	}
+	for _, k := range expired {
+		if err := kv.Delete(k); err != nil {
+			return err
+		}
+	}
+	if resume == nil {
+		return meta.Delete(keySweep)
+	}
+	return meta.Put(keySweep, resume)
 }
 
 // visible reports whether the store's revision is rev: after a commit that

@@ -4,6 +4,7 @@ import (
 	"errors"
 	"io/fs"
 	"os"
+	"sync/atomic"
 	"syscall"
 	"time"
 
@@ -18,13 +19,40 @@ import (
 
 var errLockTimeout = errors.New("lock wait timed out")
 
+// Waits bounds the blocking lock waits a process leaves behind. A
+// blocking flock(2) cannot be called off: a wait that times out leaves its
+// goroutine (and an OS thread) blocked with the file open until the lock
+// comes free. A plugin process exits after the error; a long-running one
+// (the serve daemon opens the store per call) would pile them up while a
+// holder is stuck, up to the fd limit or Go's thread limit. Past the
+// bound, an Open polls the lock instead, and closes its file when it gives
+// up. One Waits is shared by every Open of the process.
+type Waits struct {
+	most      int32
+	abandoned atomic.Int32
+}
+
+// NewWaits bounds the waits left behind at most.
+func NewWaits(most int) *Waits { return &Waits{most: int32(most)} }
+
+// full says whether a wait may no longer be left behind.
+func (w *Waits) full() bool { return w != nil && w.abandoned.Load() >= w.most }
+
+func (w *Waits) add(n int32) {
+	if w != nil {
+		w.abandoned.Add(n)
+	}
+}
+
+const pollEvery = 5 * time.Millisecond
+
 // acquire takes a shared or exclusive lock on path, waiting at most
 // timeout. A writer opens (or creates) the lock file for writing; a reader
 // opens it read-only, for flock needs no write access, and goes on without
 // it when the file is not there and cannot be made or cannot be read by this
 // user: bbolt's own shared lock on the store keeps the reader safe, the
 // companion lock only keeps the queue fair. The file is nil then.
-func acquire(path string, exclusive bool, timeout time.Duration) (*os.File, error) {
+func acquire(path string, exclusive bool, timeout time.Duration, waits *Waits) (*os.File, error) {
 	var (
 		f   *os.File
 		err error
@@ -47,6 +75,9 @@ func acquire(path string, exclusive bool, timeout time.Duration) (*os.File, erro
 	if unix.Flock(int(f.Fd()), how|unix.LOCK_NB) == nil {
 		return f, nil
 	}
+	if waits.full() {
+		return poll(f, how, timeout)
+	}
 	done := make(chan error) // unbuffered: a send succeeds only while the caller waits
 	abandoned := make(chan struct{})
 	go func() {
@@ -56,6 +87,7 @@ func acquire(path string, exclusive bool, timeout time.Duration) (*os.File, erro
 		case <-abandoned:
 			// The caller gave up; whatever the lock call did, undo it.
 			release(f)
+			waits.add(-1)
 		}
 	}()
 	select {
@@ -66,9 +98,47 @@ func acquire(path string, exclusive bool, timeout time.Duration) (*os.File, erro
 		}
 		return f, nil
 	case <-time.After(timeout):
+		waits.add(1)
 		close(abandoned)
 		return nil, errLockTimeout
 	}
+}
+
+// poll tries the lock on f every pollEvery until timeout.
+func poll(f *os.File, how int, timeout time.Duration) (*os.File, error) {
+	deadline := time.Now().Add(timeout)
+	for {
+		err := unix.Flock(int(f.Fd()), how|unix.LOCK_NB)
+		if err == nil {
+			return f, nil
+		}
+		if !errors.Is(err, unix.EWOULDBLOCK) && !errors.Is(err, unix.EINTR) {
+			_ = f.Close()
+			return nil, err
+		}
+		if time.Now().After(deadline) {
+			_ = f.Close()
+			return nil, errLockTimeout
+		}
+		time.Sleep(pollEvery)
+	}
+}
+
+// acquireQueued takes the store's lock (path+".lock") through a gate
+// (path+".gate"): flock(2) grants a shared lock while a writer waits for
+// the exclusive one, so readers whose holds overlap would keep a writer out
+// for good. A writer holds the gate exclusively while it waits for the
+// lock, so readers arriving meanwhile wait behind it; everyone lets the gate
+// go once the lock is theirs, and only ever waits for the lock while holding
+// the gate, never the reverse.
+func acquireQueued(path string, exclusive bool, timeout time.Duration, waits *Waits) (*os.File, error) {
+	deadline := time.Now().Add(timeout)
+	gate, err := acquire(path+".gate", exclusive, timeout, waits)
+	if err != nil {
+		return nil, err
+	}
+	defer release(gate)
+	return acquire(path+".lock", exclusive, time.Until(deadline), waits)
 }
 
 // release drops the lock and closes the file.

@@ -53,7 +53,7 @@ func Open(path string, opts Options) (*Store, error) {
 	case !info.Mode().IsRegular():
 		return nil, s.lost("is not a regular file (%s)", info.Mode().Type())
 	}
-	lock, err := acquire(path+".lock", !opts.ReadOnly, timeout)
+	lock, err := acquireQueued(path, !opts.ReadOnly, timeout, opts.Waits)
 	if err != nil {
 		if errors.Is(err, errLockTimeout) {
 			return nil, s.busy(timeout)

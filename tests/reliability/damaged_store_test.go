@@ -141,7 +141,7 @@ func TestAReadOnlyUserOfTheEmbeddedStore(t *testing.T) {
 		seed(t, env, bin)
 	}
 	require.NoError(t, os.Chmod(filepath.Dir(env.Dir), 0o755))
-	for _, f := range []string{env.DB, env.DB + ".lock", filepath.Join(env.Dir, "storage.yaml"), filepath.Join(env.Dir, "compute.yaml")} {
+	for _, f := range []string{env.DB, env.DB + ".lock", env.DB + ".gate", filepath.Join(env.Dir, "storage.yaml"), filepath.Join(env.Dir, "compute.yaml")} {
 		require.NoError(t, os.Chmod(f, 0o444))
 	}
 	require.NoError(t, os.Chmod(env.Dir, 0o555))
