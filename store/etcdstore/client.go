@@ -131,7 +131,10 @@ func endpointHost(e string, tlsFiles bool) (string, bool, error) {
 	if err != nil {
 		return "", false, fmt.Errorf("endpoint %q: %w", e, err)
 	}
-	if (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
+	if (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" || u.Port() == "" {
+		// Without a port net/http would dial host:80, which secure does
+		// not name: an https:// endpoint would be spoken to in clear text
+		// (credentials included) on port 80.
 		return "", false, fmt.Errorf("endpoint %q: not http://host:port or https://host:port", e)
 	}
 	return u.Host, u.Scheme == "https", nil
@@ -211,7 +214,11 @@ func (c *client) handshake(ctx context.Context, raw net.Conn, addr string) (net.
 		deadline = d
 	}
 	_ = raw.SetDeadline(deadline)
-	if !c.secure[addr] {
+	secure, known := c.secure[addr]
+	if !known {
+		return nil, fmt.Errorf("%s is none of the endpoints", addr)
+	}
+	if !secure {
 		if _, err := io.WriteString(raw, clientPreface); err != nil {
 			return nil, err
 		}

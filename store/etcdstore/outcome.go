@@ -221,6 +221,9 @@ func (sc *scope) Commit(ctx context.Context, conds []store.Cond, ops []store.Op,
 		if big := refusedSize(s.endpoint, err, shapeOf(s.prefix, conds, ops)); big != nil {
 			return nil, big
 		}
+		if is(err, errNoSpace) {
+			return nil, types.Wrap(types.ResourceExhausted, fmt.Errorf("etcd's database is full (--quota-backend-bytes, NOSPACE alarm); nothing was written: %w", err), "etcd "+s.endpoint)
+		}
 		return nil, s.fail(err)
 	}
 	return nil, sc.resolve(marker, err, nil)
@@ -238,7 +241,7 @@ type answer struct {
 func refused(err error) bool {
 	return is(err,
 		errAuthFailed, errPermissionDenied, errUserEmpty, errInvalidAuthToken, errAuthNotEnabled,
-		errTooManyOps, errRequestTooLarge, errDuplicateKey, errEmptyKey, errTooManyRequests,
+		errTooManyOps, errRequestTooLarge, errDuplicateKey, errEmptyKey, errTooManyRequests, errTooManyRequestsStatus, errNoSpace,
 	) || tooLargeToSend(err)
 }
 

@@ -58,8 +58,16 @@ var (
 	errTooManyOps      = Status{codeInvalidArgument, "etcdserver: too many operations in txn request"}
 	errDuplicateKey    = Status{codeInvalidArgument, "etcdserver: duplicate key given in txn request"}
 	errRequestTooLarge = Status{codeInvalidArgument, "etcdserver: request is too large"}
-	errTooManyRequests = Status{codeResourceExhausted, "etcdserver: too many requests"}
-	errLeaseNotFound   = Status{codeNotFound, "etcdserver: requested lease not found"}
+	// etcd refuses a request before proposing it while its applied index
+	// lags: its KV service answers rpctypes.ErrTooManyRequests, which is
+	// no gRPC status, so that grpc sends it with code Unknown.
+	errTooManyRequests = Status{codeUnknown, "etcdserver: too many requests"}
+	// The same refusal as rpctypes names its status.
+	errTooManyRequestsStatus = Status{codeResourceExhausted, "etcdserver: too many requests"}
+	errLeaseNotFound         = Status{codeNotFound, "etcdserver: requested lease not found"}
+	// A write refused for --quota-backend-bytes (before it is proposed, or
+	// when applied once the NOSPACE alarm is up): nothing was applied.
+	errNoSpace = Status{codeResourceExhausted, "etcdserver: mvcc: database space exceeded"}
 
 	errUserEmpty        = Status{codeInvalidArgument, "etcdserver: user name is empty"}
 	errAuthFailed       = Status{codeInvalidArgument, "etcdserver: authentication failed, invalid user ID or password"}

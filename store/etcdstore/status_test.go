@@ -20,8 +20,10 @@ func TestEtcdsErrorsAreEtcdsOwn(t *testing.T) {
 		{"too many operations", errTooManyOps, rpctypes.ErrGRPCTooManyOps},
 		{"a duplicate key", errDuplicateKey, rpctypes.ErrGRPCDuplicateKey},
 		{"a request too large", errRequestTooLarge, rpctypes.ErrGRPCRequestTooLarge},
-		{"too many requests", errTooManyRequests, rpctypes.ErrGRPCRequestTooManyRequests},
+		{"too many requests", errTooManyRequests, rpctypes.ErrTooManyRequests}, // what v3rpc's togRPCError answers
+		{"too many requests as a status", errTooManyRequestsStatus, rpctypes.ErrGRPCRequestTooManyRequests},
 		{"a lease not found", errLeaseNotFound, rpctypes.ErrGRPCLeaseNotFound},
+		{"no space", errNoSpace, rpctypes.ErrGRPCNoSpace},
 		{"an empty user name", errUserEmpty, rpctypes.ErrGRPCUserEmpty},
 		{"failed authentication", errAuthFailed, rpctypes.ErrGRPCAuthFailed},
 		{"a permission denied", errPermissionDenied, rpctypes.ErrGRPCPermissionDenied},

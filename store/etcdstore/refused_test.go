@@ -1,0 +1,110 @@
+package etcdstore_test
+
+import (
+	"bytes"
+	"context"
+	"net"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+	pb "go.etcd.io/etcd/api/v3/etcdserverpb"
+	"go.etcd.io/etcd/api/v3/v3rpc/rpctypes"
+	"go.etcd.io/etcd/server/v3/embed"
+	"google.golang.org/grpc"
+
+	"github.com/eru-extend/resources/store"
+	"github.com/eru-extend/resources/store/etcdstore"
+	"github.com/eru-extend/resources/store/storetest"
+	"github.com/eru-extend/resources/types"
+)
+
+// TestAWriteEtcdRefusesForSpaceIsADefiniteFailure: a write that pushes etcd
+// past its --quota-backend-bytes is refused before it is proposed ("mvcc:
+// database space exceeded") and the NOSPACE alarm goes up, so that every
+// later write, the fence included, is refused the same way. Nothing landed
+// or can land: the call must say so at once, not fence until its deadline
+// and answer "outcome unknown".
+func TestAWriteEtcdRefusesForSpaceIsADefiniteFailure(t *testing.T) {
+	t.Parallel() // its own server
+	e, err := storetest.StartEtcd(t.TempDir(), func(cfg *embed.Config) { cfg.QuotaBackendBytes = 1 << 20 })
+	require.NoError(t, err)
+	t.Cleanup(e.Stop)
+	s, err := etcdstore.Open(context.Background(), etcdstore.Config{Endpoints: []string{e.Endpoint}, Prefix: "/space", DialTimeout: 2 * time.Second})
+	require.NoError(t, err)
+	defer s.Close()
+	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Second)
+	defer cancel()
+	start := time.Now()
+	// 1.2 MiB: within --max-request-bytes (1.5 MiB), above the 1 MiB quota.
+	err = s.Txn(ctx, nil, []store.Op{{Key: "/big", Value: bytes.Repeat([]byte("x"), 1200<<10)}})
+	took := time.Since(start)
+	require.Error(t, err)
+	require.Contains(t, err.Error(), "database space exceeded")
+	require.NotEqual(t, types.OutcomeUnknown, types.ClassOf(err), "a write etcd refused for space did not land: %v", err)
+	require.Less(t, took, time.Second, "refused at once, not fenced to the deadline")
+	_, ok, rerr := store.Get(context.Background(), s, "/big")
+	require.NoError(t, rerr)
+	require.False(t, ok)
+}
+
+// TestAnEndpointWithoutAPortIsRefused: an endpoint without a port
+// (https://host, or a bare host) would be dialled on port 80, which the
+// client does not know as TLS: an https:// endpoint would be spoken to in
+// clear text there, the password of Authenticate included. clientv3
+// refuses such an address too.
+func TestAnEndpointWithoutAPortIsRefused(t *testing.T) {
+	for _, endpoint := range []string{"https://127.0.0.1", "http://127.0.0.1", "127.0.0.1", "https://[::1]"} {
+		t.Run(endpoint+" is refused before anything is dialled", func(t *testing.T) {
+			ctx, cancel := context.WithTimeout(context.Background(), time.Second)
+			defer cancel()
+			s, err := etcdstore.Open(ctx, etcdstore.Config{Endpoints: []string{endpoint}, Prefix: "/p", Username: "eru", Password: "s3cret-pw", DialTimeout: time.Second})
+			if s != nil {
+				_ = s.Close()
+			}
+			require.ErrorContains(t, err, "not http://host:port or https://host:port")
+			require.Equal(t, types.InvalidArgument, types.ClassOf(err), "%v", err)
+		})
+	}
+}
+
+// overloaded is an etcd member refusing every transaction as etcd's
+// kvServer.Txn does when its applied index lags its committed one by more
+// than 5,000 entries: togRPCError(errors.ErrTooManyRequests) is
+// rpctypes.ErrTooManyRequests (v3rpc/util.go), an EtcdError that is no
+// gRPC status, so grpc sends it as code Unknown. The request was refused
+// before it was proposed. Leases are granted.
+type overloaded struct {
+	pb.UnimplementedKVServer
+	pb.UnimplementedLeaseServer
+}
+
+func (overloaded) Txn(context.Context, *pb.TxnRequest) (*pb.TxnResponse, error) {
+	return nil, rpctypes.ErrTooManyRequests
+}
+
+func (overloaded) LeaseGrant(_ context.Context, r *pb.LeaseGrantRequest) (*pb.LeaseGrantResponse, error) {
+	return &pb.LeaseGrantResponse{ID: 7, TTL: r.TTL}, nil
+}
+
+// TestAWriteAnOverloadedEtcdRefusesIsADefiniteFailure: "too many requests"
+// is a refusal before the write was proposed; it is no lost answer to
+// fence until the deadline and call unknown.
+func TestAWriteAnOverloadedEtcdRefusesIsADefiniteFailure(t *testing.T) {
+	t.Parallel() // its own server
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	require.NoError(t, err)
+	gs := grpc.NewServer()
+	pb.RegisterKVServer(gs, overloaded{})
+	pb.RegisterLeaseServer(gs, overloaded{})
+	go func() { _ = gs.Serve(l) }()
+	t.Cleanup(gs.Stop)
+	s, err := etcdstore.Open(context.Background(), etcdstore.Config{Endpoints: []string{"http://" + l.Addr().String()}, Prefix: "/p", DialTimeout: time.Second})
+	require.NoError(t, err)
+	defer s.Close()
+	ctx, cancel := context.WithTimeout(context.Background(), 1500*time.Millisecond)
+	defer cancel()
+	err = s.Txn(ctx, nil, []store.Op{{Key: "/k", Value: []byte("v")}})
+	require.ErrorContains(t, err, "etcdserver: too many requests")
+	require.NotEqual(t, types.OutcomeUnknown, types.ClassOf(err), "refused before it was proposed: %v", err)
+}
