@@ -410,7 +410,7 @@ func formatLeaf(path string, n int64) string {
 		return millicores(n)
 	case strings.HasSuffix(strings.ToLower(last), "_bps"):
 		return humanBytes(n) + "/s"
-	case strings.HasSuffix(last, "_bytes"), top == "volumes", top == "storage":
+	case strings.HasSuffix(last, "_bytes"), last == "bytes", top == "volumes", top == "storage":
 		return humanBytes(n)
 	case strings.HasSuffix(last, "_ratio"):
 		return ratioText(n)

@@ -470,15 +470,25 @@ func (Rules) Draws(n *Node, w *WorkloadRequest, reg *nodes.Entry) []string {
 		checks = reg.Reg.Observation.Pools
 	}
 	var out []string
+	attachHere := true
 	for _, b := range w.Pools {
+		id, err := n.poolOf(b)
+		c, checked := checks[id]
+		reached := err == nil && (!checked || c.Available)
 		if b.Object != "" {
+			// An attach takes no slot of its pool, but only a node that
+			// reaches the pool can take the object (CheckAttach).
+			attachHere = attachHere && reached
 			continue
 		}
-		id, err := n.poolOf(b)
-		if c, checked := checks[id]; err != nil || checked && !c.Available {
+		if !reached {
 			id = unreachable
 		}
 		out = append(out, id)
+	}
+	if !attachHere {
+		// After the new objects' draws, so that their order is kept.
+		out = append(out, unreachable)
 	}
 	return out
 }
@@ -500,6 +510,12 @@ func (Rules) Apportion(w *WorkloadRequest, names []string, draws [][]string, lim
 	pools, err := poolRecords(env.Shared)
 	if err != nil {
 		return make([]int, len(limits))
+	}
+	for _, b := range w.Pools {
+		if rec := pools[b.Pool]; b.Object != "" && (rec == nil || rec.Lost()) {
+			// The object is LOST (or its pool unknown): no node attaches it.
+			return make([]int, len(limits))
+		}
 	}
 	perWorkload := map[string]int64{}
 	cands := make([]pool.Candidate, 0, len(names))
@@ -573,14 +589,18 @@ func (n *Node) reallocPools(old *Workload, req *WorkloadRequest, shared map[stri
 		plan    pool.Plan
 	}
 	var cur []entry
+	grows, changed := false, false
 	for _, key := range slices.Sorted(maps.Keys(old.PoolPlanRequest)) {
 		b, err := pool.ParseBinding(key, true)
 		if err != nil {
 			return nil, false, false, err
 		}
-		cur = append(cur, entry{b, n.livesIn(old.PoolPlanRequest[key])})
+		plan := n.livesIn(old.PoolPlanRequest[key])
+		// A move changed the object's pool, and so its source on the
+		// engine: the workload must be given its new path.
+		changed = changed || plan.Pool != old.PoolPlanRequest[key].Pool
+		cur = append(cur, entry{b, plan})
 	}
-	grows, changed := false, false
 	// growth sums the bytes each pool is asked for, checked against its
 	// room once every binding is read (as the usage write will).
 	growth := map[string]int64{}
