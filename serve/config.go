@@ -2,6 +2,7 @@ package serve
 
 import (
 	"fmt"
+	"math"
 	"net"
 	"os"
 	"path/filepath"
@@ -97,16 +98,30 @@ func SectionConfig(doc *config.Config, wd string) (Config, error) {
 	if err := doc.DecodeSection("serve", &cfg); err != nil {
 		return Config{}, err
 	}
+	// invalid names the file, the key and the line it is written on (none
+	// for a default), as the section's decoding errors do.
+	invalid := func(key, format string, args ...any) error {
+		msg := fmt.Sprintf(format, args...)
+		if line := doc.Line(key); line > 0 {
+			msg += fmt.Sprintf(" (line %d)", line)
+		}
+		return types.Invalid("config %s: %s: %s", file, key, msg)
+	}
 	mode, err := strconv.ParseUint(strings.TrimPrefix(cfg.SocketMode, "0o"), 8, 32)
 	if err != nil || mode > 0o777 {
-		return Config{}, types.Invalid("config %s: serve.socket_mode: %q is not octal permission bits like 0660", file, cfg.SocketMode)
+		return Config{}, invalid("serve.socket_mode", "%q is not octal permission bits like 0660", cfg.SocketMode)
 	}
 	cfg.mode = os.FileMode(mode)
 	if cfg.Socket == "" {
-		return Config{}, types.Invalid("config %s: serve.socket: want a path (leave the key out for %s beside the config file)", file, forward.DefaultSocket)
+		return Config{}, invalid("serve.socket", "want a path (leave the key out for %s beside the config file)", forward.DefaultSocket)
+	}
+	for i, uid := range cfg.AllowedUIDs {
+		if uid < 0 || uid >= math.MaxUint32 {
+			return Config{}, invalid(fmt.Sprintf("serve.allowed_uids[%d]", i), "%d is not a user id (0 to %d)", uid, uint32(math.MaxUint32-1))
+		}
 	}
 	if err := checkListenAddress(cfg.HTTP); err != nil {
-		return Config{}, types.Invalid("config %s: serve.http: %s", file, err)
+		return Config{}, invalid("serve.http", "%s", err)
 	}
 	socketIs := ""
 	switch {
@@ -121,19 +136,21 @@ func SectionConfig(doc *config.Config, wd string) (Config, error) {
 		}
 	}
 	if err := checkSocket(cfg.Socket, socketIs); err != nil {
-		return Config{}, types.Wrap(types.InvalidArgument, err, "config "+file)
+		return Config{}, invalid("serve.socket", "%s", err)
 	}
 	switch {
 	case cfg.ShutdownGrace <= 0:
-		return Config{}, types.Invalid("config %s: serve.shutdown_grace: want a positive duration", file)
+		return Config{}, invalid("serve.shutdown_grace", "want a positive duration")
 	case cfg.CacheWait <= 0:
-		return Config{}, types.Invalid("config %s: serve.cache_wait: want a positive duration", file)
+		return Config{}, invalid("serve.cache_wait", "want a positive duration")
 	case cfg.Statsd.Interval <= 0:
-		return Config{}, types.Invalid("config %s: serve.statsd.interval: want a positive duration", file)
-	case (cfg.TLS.Cert == "") != (cfg.TLS.Key == ""):
-		return Config{}, types.Invalid("config %s: serve.tls: cert and key go together", file)
+		return Config{}, invalid("serve.statsd.interval", "want a positive duration")
+	case cfg.TLS.Cert == "" && cfg.TLS.Key != "":
+		return Config{}, invalid("serve.tls.key", "needs serve.tls.cert: cert and key go together")
+	case cfg.TLS.Cert != "" && cfg.TLS.Key == "":
+		return Config{}, invalid("serve.tls.cert", "needs serve.tls.key: cert and key go together")
 	case cfg.TLS.ClientCA != "" && cfg.TLS.Cert == "":
-		return Config{}, types.Invalid("config %s: serve.tls.client_ca: needs tls.cert and tls.key", file)
+		return Config{}, invalid("serve.tls.client_ca", "needs tls.cert and tls.key")
 	}
 	return cfg, nil
 }
@@ -143,7 +160,7 @@ func SectionConfig(doc *config.Config, wd string) (Config, error) {
 func defaultsIn(wd string) (Config, error) {
 	cfg := DefaultConfig(wd)
 	if err := checkSocket(cfg.Socket, "the default, "+forward.DefaultSocket+" in the working directory"); err != nil {
-		return Config{}, err
+		return Config{}, types.Invalid("serve.socket: %s", err)
 	}
 	return cfg, nil
 }
@@ -176,5 +193,5 @@ func checkSocket(path, is string) error {
 	if is != "" {
 		is = " (" + is + ")"
 	}
-	return types.Invalid("serve.socket: path is %d bytes%s, a unix socket path allows at most %d", len(path), is, forward.MaxSocketPath)
+	return fmt.Errorf("path is %d bytes%s, a unix socket path allows at most %d", len(path), is, forward.MaxSocketPath)
 }

@@ -57,7 +57,8 @@ func TestParseConfig(t *testing.T) {
 		{"an HTTP address that is not host:port is refused", "serve:\n  http: localhost\n", nil, `serve.http: "localhost" is not a listen address like 127.0.0.1:9464`},
 		{"an empty socket path is refused", "serve:\n  socket: \"\"\n", nil, "serve.socket: want a path"},
 		{"a mode that is not octal is refused", "serve:\n  socket_mode: rw\n", nil, `serve.socket_mode: "rw" is not octal permission bits like 0660`},
-		{"a certificate without its key is refused", "serve:\n  tls: {cert: c.pem}\n", nil, "serve.tls: cert and key go together"},
+		{"a certificate without its key is refused", "serve:\n  tls: {cert: c.pem}\n", nil, "serve.tls.cert: needs serve.tls.key: cert and key go together"},
+		{"a key without its certificate is refused", "serve:\n  tls: {key: k.pem}\n", nil, "serve.tls.key: needs serve.tls.cert: cert and key go together"},
 		{"a client CA without a certificate is refused", "serve:\n  tls: {client_ca: ca.pem}\n", nil, "serve.tls.client_ca: needs tls.cert and tls.key"},
 		{"a socket path of 107 bytes, the most a unix socket address holds, is taken", "serve:\n  socket: " + pathOf(107) + "\n", func(t *testing.T, c Config) {
 			require.Equal(t, pathOf(107), c.Socket)
@@ -207,6 +208,22 @@ func TestParseConfigNamesTheKeyAndTheLineOfTheFile(t *testing.T) {
 			"serve.tls: want a mapping of keys, got a value (line 6)"},
 		{"a section that is not a mapping asks for one", "etcd:\n  prefix: /x\nserve: [socket]\n",
 			"serve: want a mapping of keys, got a list (line 3)"},
+		{"a mode that is not octal names its line", head + "  socket_mode: \"0999\"\n",
+			`serve.socket_mode: "0999" is not octal permission bits like 0660 (line 6)`},
+		{"a listen address that is not host:port names its line", "serve:\n  http: nonsense\n",
+			`serve.http: "nonsense" is not a listen address like 127.0.0.1:9464 (line 2)`},
+		{"a negative user id names its place in the list and its line", head + "  allowed_uids:\n    - 1000\n    - -1\n",
+			"serve.allowed_uids[1]: -1 is not a user id (0 to 4294967294) (line 8)"},
+		{"a user id past uid_t names the limit", head + "  allowed_uids: [4294967295]\n",
+			"serve.allowed_uids[0]: 4294967295 is not a user id (0 to 4294967294) (line 6)"},
+		{"a zero duration names its line", head + "  statsd:\n    interval: 0s\n",
+			"serve.statsd.interval: want a positive duration (line 7)"},
+		{"a value from a merge key names the line it is written on", "defaults: &d\n  shutdown_grace: -1s\nserve:\n  <<: *d\n",
+			"serve.shutdown_grace: want a positive duration (line 2)"},
+		{"a socket path too long names its line", head + "  socket: " + pathOf(108) + "\n",
+			"serve.socket: path is 108 bytes, a unix socket path allows at most 107 (line 6)"},
+		{"a certificate without its key names the certificate's line", head + "  tls:\n    cert: c.pem\n",
+			"serve.tls.cert: needs serve.tls.key: cert and key go together (line 7)"},
 	} {
 		t.Run(c.name, func(t *testing.T) {
 			_, err := ParseConfig([]byte(c.doc), "/etc/eru/storage.yaml")

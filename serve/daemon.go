@@ -199,7 +199,14 @@ func FlowConfig(cfg *config.Config) (flowcontrol.Config, error) {
 	}
 	fc = fc.WithDefaults()
 	if err := fc.Validate(); err != nil {
-		return fc, types.Invalid("config %s: %s", cfg.File, err.Error())
+		msg := err.Error()
+		var ce *flowcontrol.ConfigError
+		if errors.As(err, &ce) {
+			if line := cfg.Line(ce.Key); line > 0 {
+				msg += fmt.Sprintf(" (line %d)", line)
+			}
+		}
+		return fc, types.Invalid("config %s: %s", cfg.File, msg)
 	}
 	return fc, nil
 }

@@ -103,15 +103,15 @@ func waitFor(t *testing.T, what string, cond func() bool) {
 func TestTheFlowcontrolSectionIsCheckedAtStart(t *testing.T) {
 	for _, c := range []struct{ name, section, want string }{
 		{"hand_size above queues", "flowcontrol:\n  levels:\n    - {name: a, type: Limited, limit_response: {type: Queue, queues: 8, hand_size: 9}}\n  schemas:\n    - {name: all, precedence: 1, level: a, match: {any: true}}\n",
-			"flowcontrol.levels[0].limit_response.hand_size"},
+			"flowcontrol.levels[0].limit_response.hand_size: 9 exceeds queues 8 (line 5)"},
 		{"a schema naming an unknown level", "flowcontrol:\n  schemas:\n    - {name: all, precedence: 1, level: nowhere, match: {any: true}}\n",
-			"flowcontrol.schemas[0].level"},
+			`flowcontrol.schemas[0].level: unknown level "nowhere" (line 5)`},
 		{"an unknown key", "flowcontrol:\n  server_concurency: 8\n", "flowcontrol.server_concurency: unknown key"},
-		{"a zero server concurrency", "flowcontrol:\n  server_concurrency: 0\n", "flowcontrol.server_concurrency: 0: must be at least 1"},
+		{"a zero server concurrency", "flowcontrol:\n  server_concurrency: 0\n", "flowcontrol.server_concurrency: 0: must be at least 1 (line 4)"},
 		{"an unknown key inside a level", "flowcontrol:\n  levels:\n    - {name: a, type: Limited, lendable_precent: 50, limit_response: {type: Reject}}\n  schemas:\n    - {name: all, precedence: 1, level: a, match: {any: true}}\n",
 			"flowcontrol.levels[0].lendable_precent: unknown key; did you mean flowcontrol.levels[0].lendable_percent? (line 5)"},
 		{"a negative percentage", "flowcontrol:\n  levels:\n    - {name: a, type: Limited, lendable_percent: -1, limit_response: {type: Reject}}\n  schemas:\n    - {name: all, precedence: 1, level: a, match: {any: true}}\n",
-			"flowcontrol.levels[0].lendable_percent"},
+			"flowcontrol.levels[0].lendable_percent: -1: must be within [0, 100] (line 5)"},
 	} {
 		t.Run(c.name+" stops the daemon, naming the key", func(t *testing.T) {
 			dir := t.TempDir()

@@ -19,6 +19,7 @@ import (
 	"os"
 	"path/filepath"
 	"reflect"
+	"strconv"
 	"strings"
 	"time"
 
@@ -325,6 +326,55 @@ func (c *Config) DecodeSection(name string, out any) error {
 		return types.Invalid("config %s: %s: %s", c.File, name, yamlMessage(err))
 	}
 	return nil
+}
+
+// Line is the line of the file where the value of a key of a raw section
+// ("serve.tls.cert", "serve.allowed_uids[1]") is written, merges followed;
+// 0 when the key is not written there (a default). Errors found after a
+// section is decoded name it, as decoding errors do.
+func (c *Config) Line(path string) int {
+	name, rest, _ := strings.Cut(path, ".")
+	var n *yaml.Node
+	switch name {
+	case "serve":
+		n = &c.Serve
+	case "flowcontrol":
+		n = &c.FlowControl
+	default:
+		return 0
+	}
+	n = resolve(n)
+	ch := checker{file: c.File}
+	for rest != "" {
+		var step string
+		step, rest, _ = strings.Cut(rest, ".")
+		key, index, indexed := strings.Cut(strings.TrimSuffix(step, "]"), "[")
+		if n == nil || n.Kind != yaml.MappingNode {
+			return 0
+		}
+		ps, err := ch.pairs(n, name, 0)
+		if err != nil {
+			return 0
+		}
+		var next *yaml.Node
+		for _, p := range ps {
+			if p.key.Value == key {
+				next = resolve(p.value)
+			}
+		}
+		if next != nil && indexed {
+			i, err := strconv.Atoi(index)
+			if err != nil || next.Kind != yaml.SequenceNode || i < 0 || i >= len(next.Content) {
+				return 0
+			}
+			next = resolve(next.Content[i])
+		}
+		n = next
+	}
+	if n == nil {
+		return 0
+	}
+	return n.Line
 }
 
 func yamlMessage(err error) string {

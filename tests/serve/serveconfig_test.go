@@ -29,7 +29,7 @@ func TestServeRefusesAConfigErrorBeforeCreatingAnything(t *testing.T) {
 			func(string) []string { return []string{"socket: " + strings.Repeat("s", 120) + ".sock"} },
 			func(dir string) string {
 				n := len(filepath.Join(dir, strings.Repeat("s", 120)+".sock"))
-				return "serve.socket: path is " + strconv.Itoa(n) + " bytes (relative to the config's folder), a unix socket path allows at most 107"
+				return "serve.socket: path is " + strconv.Itoa(n) + " bytes (relative to the config's folder), a unix socket path allows at most 107 (line FIRST)"
 			}},
 		{"a missing token file is refused naming the key and the path",
 			func(string) []string { return []string{"http: 127.0.0.1:0", "token_file: nope.tok"} },
@@ -46,17 +46,17 @@ func TestServeRefusesAConfigErrorBeforeCreatingAnything(t *testing.T) {
 		{"an HTTP address without a port is refused naming the key and the value",
 			func(string) []string { return []string{"http: 127.0.0.1"} },
 			func(string) string {
-				return `serve.http: "127.0.0.1" is not a listen address like 127.0.0.1:9464`
+				return `serve.http: "127.0.0.1" is not a listen address like 127.0.0.1:9464 (line FIRST)`
 			}},
 		{"an HTTP port out of range is refused naming the key and the value",
 			func(string) []string { return []string{"http: 127.0.0.1:94640"} },
 			func(string) string {
-				return `serve.http: "127.0.0.1:94640": port "94640" is not a number from 0 to 65535 or a service name`
+				return `serve.http: "127.0.0.1:94640": port "94640" is not a number from 0 to 65535 or a service name (line FIRST)`
 			}},
 		{"an empty socket path is refused, pointing at the default",
 			func(string) []string { return []string{`socket: ""`} },
 			func(string) string {
-				return "serve.socket: want a path (leave the key out for eru-resources.sock beside the config file)"
+				return "serve.socket: want a path (leave the key out for eru-resources.sock beside the config file) (line FIRST)"
 			}},
 	} {
 		t.Run(c.name, func(t *testing.T) {
@@ -69,7 +69,11 @@ func TestServeRefusesAConfigErrorBeforeCreatingAnything(t *testing.T) {
 			res := env.Exec(t, "storage", nil, "serve")
 			require.Equal(t, 2, res.Code, describe(res))
 			require.Empty(t, res.Stdout)
-			require.Equal(t, "storage: serve: invalid_argument: config "+filepath.Join(env.Dir, "storage.yaml")+": "+c.says(env.Dir)+"\n", res.Stderr)
+			// FIRST is the line of the serve section's first key, after the
+			// base config and the section's own line.
+			first := strconv.Itoa(strings.Count(env.ConfigYAML(), "\n") + 2)
+			says := strings.ReplaceAll(c.says(env.Dir), "FIRST", first)
+			require.Equal(t, "storage: serve: invalid_argument: config "+filepath.Join(env.Dir, "storage.yaml")+": "+says+"\n", res.Stderr)
 			require.Equal(t, before, listing(t, env.Dir), "nothing created")
 		})
 	}
