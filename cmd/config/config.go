@@ -305,16 +305,10 @@ func finish(cfg *Config) error {
 // known one, a value of the wrong kind an error naming its key; both name
 // the file and the line. An absent or empty section leaves out unchanged.
 func (c *Config) DecodeSection(name string, out any) error {
-	var n *yaml.Node
-	switch name {
-	case "serve":
-		n = &c.Serve
-	case "flowcontrol":
-		n = &c.FlowControl
-	default:
+	n, ok := c.rawSection(name)
+	if !ok {
 		return types.Errorf(types.Internal, "config: no raw section %q", name)
 	}
-	n = resolve(n)
 	if isNull(n) {
 		return nil
 	}
@@ -328,22 +322,28 @@ func (c *Config) DecodeSection(name string, out any) error {
 	return nil
 }
 
+// rawSection is the section name ("serve" or "flowcontrol") as the file
+// holds it, aliases followed.
+func (c *Config) rawSection(name string) (*yaml.Node, bool) {
+	switch name {
+	case "serve":
+		return resolve(&c.Serve), true
+	case "flowcontrol":
+		return resolve(&c.FlowControl), true
+	}
+	return nil, false
+}
+
 // Line is the line of the file where the value of a key of a raw section
 // ("serve.tls.cert", "serve.allowed_uids[1]") is written, merges followed;
 // 0 when the key is not written there (a default). Errors found after a
 // section is decoded name it, as decoding errors do.
 func (c *Config) Line(path string) int {
 	name, rest, _ := strings.Cut(path, ".")
-	var n *yaml.Node
-	switch name {
-	case "serve":
-		n = &c.Serve
-	case "flowcontrol":
-		n = &c.FlowControl
-	default:
+	n, ok := c.rawSection(name)
+	if !ok {
 		return 0
 	}
-	n = resolve(n)
 	ch := checker{file: c.File}
 	for rest != "" {
 		var step string
