@@ -150,15 +150,15 @@ func TestServeRefusesAFlowcontrolSectionNamingTheKey(t *testing.T) {
 
 // TestServeRefusesABadSectionNamingTheLineOfTheFile: a serve or flowcontrol
 // section the daemon cannot use stops it at start with one line naming the
-// file, the key as written and what is wanted; a key or value yaml cannot
-// decode also gives its line in that file (key: the line's start).
+// file, the key as written, what is wanted and its line in that file (key:
+// the line's start).
 func TestServeRefusesABadSectionNamingTheLineOfTheFile(t *testing.T) {
 	for _, c := range []struct{ name, section, key, want string }{
 		{"a misspelt serve key", "serve:\n  http: 127.0.0.1:0\n  sokcet: s.sock\n", "  sokcet:",
 			"serve.sokcet: unknown key; did you mean serve.socket?"},
 		{"a serve duration that is not one", "serve:\n  statsd:\n    interval: abc\n", "    interval:",
 			`serve.statsd.interval: "abc" is not a duration like 2s or 500ms`},
-		{"a zero server concurrency", "flowcontrol:\n  server_concurrency: 0\n", "",
+		{"a zero server concurrency", "flowcontrol:\n  server_concurrency: 0\n", "  server_concurrency:",
 			"flowcontrol.server_concurrency: 0: must be at least 1"},
 	} {
 		t.Run(c.name+" stops the daemon with one line", func(t *testing.T) {
