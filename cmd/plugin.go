@@ -2,7 +2,9 @@ package cmd
 
 import (
 	"io"
+	"slices"
 
+	"github.com/eru-extend/resources/cmd/config"
 	"github.com/eru-extend/resources/internal/forward"
 )
 
@@ -16,6 +18,14 @@ import (
 func RunPlugin(name string, args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 	if len(args) > 0 && args[0] == "serve" {
 		return ExecServe(name, args[1:], stderr)
+	}
+	// --config may stand anywhere on the line (docs/configuration.md),
+	// before serve too: `storage --config f serve` is `storage serve
+	// --config f`.
+	if slices.Contains(args, "serve") {
+		if path, rest, err := config.FlagFromArgs(args); err == nil && path != "" && len(rest) > 0 && rest[0] == "serve" {
+			return ExecServe(name, append([]string{"--config", path}, rest[1:]...), stderr)
+		}
 	}
 	if code, ok := RunFixed(name, args, stdout, stderr); ok {
 		return code

@@ -20,13 +20,19 @@ import (
 // Main runs `<name> serve [--config FILE]` until SIGTERM or SIGINT and
 // returns the exit status.
 func Main(name string, args []string, stderr io.Writer) int {
-	fs := flag.NewFlagSet(name+" serve", flag.ContinueOnError)
-	fs.SetOutput(io.Discard)
-	explicit := fs.String("config", "", "config file")
 	fail := func(err error) int {
 		fmt.Fprintf(stderr, "%s: serve: %s: %s\n", name, types.ClassOf(err), strings.Join(strings.Fields(err.Error()), " "))
 		return types.ClassOf(err).ExitCode()
 	}
+	// --config is read as the command tree reads it: an empty value or a
+	// second one is refused, never taken for "look in the folder" or
+	// silently replaced by the last one.
+	explicit, args, err := config.FlagFromArgs(args)
+	if err != nil {
+		return fail(err)
+	}
+	fs := flag.NewFlagSet(name+" serve", flag.ContinueOnError)
+	fs.SetOutput(io.Discard)
 	if err := fs.Parse(args); errors.Is(err, flag.ErrHelp) {
 		fmt.Fprintf(stderr, "usage: %s serve [--config FILE]\n\nRuns the daemon that answers the plugin verbs the binaries forward over a unix socket,\nand /metrics, /healthz, /readyz and the operator API over HTTP (see docs/serve.md).\n", name)
 		return 0
@@ -40,7 +46,7 @@ func Main(name string, args []string, stderr io.Writer) int {
 	if err != nil {
 		return fail(err)
 	}
-	cfg, err := config.Load(*explicit, name)
+	cfg, err := config.Load(explicit, name)
 	if err != nil {
 		return fail(err)
 	}

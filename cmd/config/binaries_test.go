@@ -104,3 +104,52 @@ func TestBothPluginsFindOneStore(t *testing.T) {
 		})
 	}
 }
+
+// TestEtcdSettingsTheClientRefusesNameTheFileAndTheKey: an etcd setting
+// the client cannot use — a TLS file that is not there, a certificate
+// without its key, an endpoint without its port — fails every call in one
+// line naming the config file and the key (docs/serve.md: the serve TLS
+// files are refused "naming the key and the path, as the etcd TLS files
+// are"), and no local store appears. No etcd is reached: the endpoint is
+// never dialled.
+func TestEtcdSettingsTheClientRefusesNameTheFileAndTheKey(t *testing.T) {
+	for _, c := range []struct {
+		name, doc string
+		want      func(dir string) string
+	}{
+		{"a CA file that is not there", "etcd:\n  machines: [127.0.0.1:1]\n  ca: missing-ca.pem\n",
+			func(dir string) string {
+				return "etcd.ca: open " + filepath.Join(dir, "missing-ca.pem") + ": no such file or directory"
+			}},
+		{"a client key that is not there", "etcd:\n  machines: [127.0.0.1:1]\n  cert: cert.pem\n  key: missing-key.pem\n",
+			func(dir string) string {
+				return "etcd.key: open " + filepath.Join(dir, "missing-key.pem") + ": no such file or directory"
+			}},
+		{"a client certificate without its key", "etcd:\n  machines: [127.0.0.1:1]\n  cert: cert.pem\n",
+			func(string) string {
+				return "etcd.key: missing: etcd.cert is set, and a client certificate needs both"
+			}},
+		{"an endpoint without its port", "etcd:\n  machines: [localhost]\n",
+			func(string) string {
+				return `etcd.machines: endpoint "http://localhost": not http://host:port or https://host:port`
+			}},
+	} {
+		t.Run(c.name+" is refused in one line naming the config file and the key", func(t *testing.T) {
+			dir := t.TempDir()
+			file := filepath.Join(dir, "storage.yaml")
+			require.NoError(t, os.WriteFile(file, []byte(c.doc), 0o644))
+			require.NoError(t, os.WriteFile(filepath.Join(dir, "cert.pem"), []byte("not read this far\n"), 0o644))
+			want := "invalid_argument: config " + file + ": " + c.want(dir) + "\n"
+			res, err := testenv.Run(testenv.Bin(t, "storage"), dir, []byte(`{"nodename":"n1","resource":{"storage":"1T"}}`), "add-node")
+			require.NoError(t, err)
+			require.Equal(t, 128, res.Code)
+			require.Equal(t, "storage: add-node: node n1: "+want, res.Stderr)
+			res, err = testenv.Run(testenv.Bin(t, "storage"), dir, nil, "nodes", "list")
+			require.NoError(t, err)
+			require.Equal(t, 2, res.Code)
+			require.Equal(t, "storage: nodes list: "+want, res.Stderr)
+			env := &testenv.Env{Dir: dir}
+			requireNoLocalStore(t, env)
+		})
+	}
+}

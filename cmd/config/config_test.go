@@ -1,6 +1,7 @@
 package config
 
 import (
+	"fmt"
 	"os"
 	"path/filepath"
 	"strings"
@@ -123,6 +124,20 @@ func TestLoad(t *testing.T) {
 			require.NotContains(t, cfg.Warnings[0], "s3cret")
 		})
 	}
+	t.Run("a config file larger than a config may be is refused naming it and the limit, unparsed", func(t *testing.T) {
+		file := filepath.Join(t.TempDir(), "storage.yaml")
+		data := []byte("embedded: {path: x.db}\n" + strings.Repeat("# padding\n", MaxFileSize/10))
+		require.NoError(t, os.WriteFile(file, data, 0o644))
+		_, err := Load(file, "storage")
+		require.EqualError(t, err, "config: "+file+": larger than 1048576 bytes, the most a config file may hold")
+		require.Equal(t, types.InvalidArgument, types.ClassOf(err))
+		t.Run("and one at the limit is read", func(t *testing.T) {
+			require.NoError(t, os.WriteFile(file, data[:MaxFileSize], 0o644))
+			cfg, err := Load(file, "storage")
+			require.NoError(t, err)
+			require.Equal(t, filepath.Join(filepath.Dir(file), "x.db"), cfg.Embedded.Path)
+		})
+	})
 	t.Run("a config file that does not exist is an error naming it", func(t *testing.T) {
 		_, err := Load("/nonexistent/storage.yaml", "storage")
 		require.ErrorContains(t, err, "config: open /nonexistent/storage.yaml")
@@ -301,6 +316,41 @@ func TestUnknownAndDuplicateKeys(t *testing.T) {
 		t.Run(c.name+" are accepted", func(t *testing.T) {
 			_, err := Parse([]byte(c.doc), "/x/storage.yaml")
 			require.NoError(t, err)
+		})
+	}
+}
+
+func TestMergesOfMergesAreRefusedAtOnce(t *testing.T) {
+	// Ten mappings, each merging the one before ten times: 500 bytes that
+	// stand for 10^9 merges. yaml.v3 refuses such a document as excessive
+	// aliasing; the checks before it must not walk every merge first.
+	var doc strings.Builder
+	doc.WriteString("_a0: &a0 {prefix: /x}\n")
+	for i := 1; i < 10; i++ {
+		fmt.Fprintf(&doc, "_a%d: &a%d {<<: [%s]}\n", i, i, strings.TrimSuffix(strings.Repeat(fmt.Sprintf("*a%d,", i-1), 10), ","))
+	}
+	for _, section := range []string{"etcd", "serve"} {
+		t.Run("merged into "+section+", it is an error naming the file within a second", func(t *testing.T) {
+			data := []byte(doc.String() + section + ": {<<: *a9}\n")
+			done := make(chan error, 1)
+			go func() {
+				cfg, err := Parse(data, "/x/storage.yaml")
+				if err == nil {
+					var s struct {
+						Prefix string `yaml:"prefix"`
+					}
+					err = cfg.DecodeSection("serve", &s)
+				}
+				done <- err
+			}()
+			select {
+			case err := <-done:
+				require.ErrorContains(t, err, "config /x/storage.yaml: ")
+				require.ErrorContains(t, err, "excessive aliasing")
+				require.Equal(t, types.InvalidArgument, types.ClassOf(err))
+			case <-time.After(time.Second):
+				t.Fatal("the config was still being checked after a second")
+			}
 		})
 	}
 }

@@ -2,10 +2,12 @@ package config
 
 import (
 	"context"
+	"os"
 
 	"github.com/eru-extend/resources/store"
 	"github.com/eru-extend/resources/store/boltstore"
 	"github.com/eru-extend/resources/store/etcdstore"
+	"github.com/eru-extend/resources/types"
 )
 
 // Mode says what a command needs of the store.
@@ -40,6 +42,9 @@ func (c *Config) Open(ctx context.Context, mode Mode) (store.Store, error) {
 // boltstore.Waits).
 func (c *Config) OpenWaiting(ctx context.Context, mode Mode, waits *boltstore.Waits) (store.Store, error) {
 	if c.UsesEtcd() {
+		if err := c.checkEtcd(); err != nil {
+			return nil, err
+		}
 		dial := min(c.Etcd.DialTimeout, c.Etcd.CallTimeout)
 		return etcdstore.Open(ctx, etcdstore.Config{
 			Endpoints:   c.Etcd.Machines,
@@ -65,4 +70,35 @@ func (c *Config) OpenWaiting(ctx context.Context, mode Mode, waits *boltstore.Wa
 		opts.EmptyIfMissing = true
 	}
 	return boltstore.Open(c.Embedded.Path, opts)
+}
+
+// checkEtcd refuses, naming the config file and the key, the etcd settings
+// the client would refuse with neither: an endpoint it cannot dial, a TLS
+// file that cannot be read, a client certificate without its key.
+func (c *Config) checkEtcd() error {
+	from := "config " + c.File
+	if c.File == "" {
+		from = "built-in defaults"
+	}
+	tlsFiles := c.Etcd.CA != "" || c.Etcd.Cert != "" || c.Etcd.Key != ""
+	for _, m := range c.Etcd.Machines {
+		if err := etcdstore.CheckEndpoint(m, tlsFiles); err != nil {
+			return types.Invalid("%s: etcd.machines: %s", from, err)
+		}
+	}
+	for _, f := range []struct{ key, path string }{{"etcd.ca", c.Etcd.CA}, {"etcd.cert", c.Etcd.Cert}, {"etcd.key", c.Etcd.Key}} {
+		if f.path == "" {
+			continue
+		}
+		if _, err := os.ReadFile(f.path); err != nil {
+			return types.Wrap(fileClass(err), err, from+": "+f.key)
+		}
+	}
+	switch {
+	case c.Etcd.Cert != "" && c.Etcd.Key == "":
+		return types.Invalid("%s: etcd.key: missing: etcd.cert is set, and a client certificate needs both", from)
+	case c.Etcd.Cert == "" && c.Etcd.Key != "":
+		return types.Invalid("%s: etcd.cert: missing: etcd.key is set, and a client certificate needs both", from)
+	}
+	return nil
 }

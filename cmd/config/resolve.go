@@ -17,6 +17,9 @@ const EnvPath = configsearch.EnvPath
 // of its own in the working directory.
 const SharedName = configsearch.SharedName
 
+// MaxFileSize is the largest config file Load reads.
+const MaxFileSize = configsearch.MaxFileSize
+
 // Source says how the config file was found.
 type Source string
 

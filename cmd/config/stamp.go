@@ -2,6 +2,8 @@ package config
 
 import (
 	"bytes"
+	"fmt"
+	"io"
 	"io/fs"
 	"os"
 	"syscall"
@@ -49,9 +51,12 @@ func readFile(file string, now func() time.Time) (Stamp, error) {
 		return Stamp{}, err
 	}
 	var data bytes.Buffer
-	data.Grow(int(min(fi.Size(), 1<<20)) + bytes.MinRead)
-	if _, err := data.ReadFrom(f); err != nil {
+	data.Grow(int(min(fi.Size(), MaxFileSize)) + bytes.MinRead)
+	if _, err := data.ReadFrom(io.LimitReader(f, MaxFileSize+1)); err != nil {
 		return Stamp{}, err
+	}
+	if data.Len() > MaxFileSize {
+		return Stamp{}, fmt.Errorf("%s: larger than %d bytes, the most a config file may hold", file, MaxFileSize)
 	}
 	return Stamp{Size: fi.Size(), ModTime: fi.ModTime(), Mode: fi.Mode(), id: idOf(fi), Read: read, Data: data.Bytes()}, nil
 }

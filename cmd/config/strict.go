@@ -41,6 +41,11 @@ var coreSections = []string{
 // checker reports the first problem of a document, naming file and key.
 type checker struct {
 	file string
+	// merged memoises pairs by mapping: a mapping an alias names is
+	// listed once however often it is merged, so that merges of merges
+	// (each naming the one before several times) cost their written size,
+	// not the exponential size yaml.v3 refuses as excessive aliasing.
+	merged map[*yaml.Node][]pair
 }
 
 func (c *checker) fail(n *yaml.Node, path, format string, args ...any) error {
@@ -79,6 +84,9 @@ func (c *checker) pairs(m *yaml.Node, path string, depth int) ([]pair, error) {
 	if depth > 32 {
 		return nil, c.fail(m, path, "merge keys nested too deep")
 	}
+	if out, ok := c.merged[m]; ok {
+		return out, nil
+	}
 	var (
 		out    []pair
 		merged []pair
@@ -113,6 +121,10 @@ func (c *checker) pairs(m *yaml.Node, path string, depth int) ([]pair, error) {
 			out = append(out, p)
 		}
 	}
+	if c.merged == nil {
+		c.merged = map[*yaml.Node][]pair{}
+	}
+	c.merged[m] = out
 	return out, nil
 }
 

@@ -104,6 +104,29 @@ func TestServeWithoutTheDaemonBinaryIsOneLine(t *testing.T) {
 	}
 }
 
+// TestServeTakesConfigBeforeIt: --config stands anywhere on the command
+// line (docs/configuration.md, "Which file is read"), so `storage --config
+// f serve` runs the daemon on f, as `storage serve --config f` does,
+// instead of calling serve an unknown command.
+func TestServeTakesConfigBeforeIt(t *testing.T) {
+	for _, args := range [][]string{
+		{"--config", "missing.yaml", "serve"},
+		{"--config=missing.yaml", "serve"},
+		{"serve", "--config", "missing.yaml"},
+	} {
+		t.Run(strings.Join(args, " ")+" reads the file it names", func(t *testing.T) {
+			dir := t.TempDir()
+			place(t, "storage", filepath.Join(dir, "storage"))
+			place(t, testenv.DaemonBin, filepath.Join(dir, "libexec", "serve"))
+			res, err := testenv.Run(filepath.Join(dir, "storage"), dir, nil, args...)
+			require.NoError(t, err)
+			require.Equal(t, 2, res.Code, "%+v", res)
+			require.Empty(t, res.Stdout)
+			require.Equal(t, "storage: serve: invalid_argument: config: open missing.yaml: no such file or directory\n", res.Stderr)
+		})
+	}
+}
+
 // TestTheDaemonBinaryWantsToKnowItsPlugin: libexec/serve run by hand
 // without --as storage|compute first is a usage error in one line.
 func TestTheDaemonBinaryWantsToKnowItsPlugin(t *testing.T) {

@@ -21,6 +21,12 @@ const EnvPath = "ERU_RESOURCE_CONFIG_PATH"
 // of its own in the working directory.
 const SharedName = "eru-resources.yaml"
 
+// MaxFileSize is the largest config file the binaries read: a copy of
+// core's core.yaml is a few kilobytes, and a file past this is refused
+// (the command tree) or not scanned (the forwarding front) rather than
+// parsed at every call.
+const MaxFileSize = 1 << 20
+
 // Plugins are the binaries of this module, each of which reads the other's
 // file when it has none of its own, so that both always use one store.
 func Plugins() []string { return []string{"storage", "compute"} }

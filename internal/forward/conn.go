@@ -6,6 +6,8 @@ import (
 	"time"
 
 	"golang.org/x/sys/unix"
+
+	"github.com/eru-extend/resources/internal/configsearch"
 )
 
 // conn is a connected unix stream socket, driven by plain blocking system
@@ -188,8 +190,9 @@ func (r *reader) Read(p []byte) (int, error) {
 	return n, nil
 }
 
-// maxConfig bounds the config file the client scans for serve.socket.
-const maxConfig = 1 << 20
+// maxConfig bounds the config file the client scans for serve.socket: the
+// largest the command tree reads.
+const maxConfig = configsearch.MaxFileSize
 
 // readConfig reads a config file with plain system calls: os.ReadFile
 // would first try to register the file with the runtime's poller, which

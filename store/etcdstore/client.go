@@ -116,6 +116,14 @@ func newClient(endpoints []string, tlsCfg *tls.Config, dial time.Duration) (*cli
 	return c, nil
 }
 
+// CheckEndpoint refuses an endpoint Open would refuse (no port, a scheme
+// other than http or https), so that a config can be refused naming its
+// key; tlsFiles says whether TLS files are configured.
+func CheckEndpoint(e string, tlsFiles bool) error {
+	_, _, err := endpointHost(e, tlsFiles)
+	return err
+}
+
 // endpointHost is the host:port of an etcd endpoint and whether it speaks
 // TLS, as clientv3 reads an endpoint: http:// is plain, https:// is TLS, and
 // a bare host:port is TLS when TLS files are configured.

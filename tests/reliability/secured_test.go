@@ -197,11 +197,11 @@ func TestTLSEtcdWithClientCertificates(t *testing.T) {
 			require.Equal(t, before, dumpEtcd(t, admin, prefix))
 		})
 	}
-	t.Run("a CA file that does not exist is an invalid argument naming the TLS files", func(t *testing.T) {
+	t.Run("a CA file that does not exist is an invalid argument naming the config file, the key and the path", func(t *testing.T) {
 		env := etcdEnv(t, nil, prefix, etcdConfig(server.Endpoint, prefix, obj{"ca": filepath.Join(dir, "missing.pem"), "cert": clientCert, "key": clientKey}))
 		line := refusedVerb(t, env.Verb(t, "storage", "get-node-resource-info", obj{"nodename": seeded}), "storage", "get-node-resource-info")
-		require.Contains(t, line, "invalid_argument: etcd TLS files: ")
-		require.Contains(t, line, "missing.pem")
+		require.Contains(t, line, "invalid_argument: config ")
+		require.Contains(t, line, ": etcd.ca: open "+filepath.Join(dir, "missing.pem")+": no such file or directory")
 		require.Equal(t, before, dumpEtcd(t, admin, prefix))
 	})
 }

@@ -79,6 +79,39 @@ func TestServeRefusesAConfigErrorBeforeCreatingAnything(t *testing.T) {
 	}
 }
 
+// TestServeReadsConfigAsTheBinariesDo: `storage serve` takes --config as
+// every other command does (docs/configuration.md, "Which file is read"):
+// an empty value (`--config=$UNSET`) is an error, not the folder's file, and
+// so is --config given twice, not the last one. The folder's own file here
+// has a serve section the daemon refuses at once, so a daemon that fell
+// back on it says so instead of serving.
+func TestServeReadsConfigAsTheBinariesDo(t *testing.T) {
+	t.Parallel()
+	for _, c := range []struct {
+		name string
+		args []string
+		says string
+	}{
+		{"an empty --config= is refused, not taken for the folder's file", []string{"serve", "--config="}, "--config: empty file name"},
+		{"--config given twice is refused, not the last one taken", []string{"serve", "--config", "other.yaml", "--config", "storage.yaml"}, "--config given twice (other.yaml and storage.yaml)"},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			env := testenv.NewEmbedded(t)
+			if d := env.Daemon(); d != nil {
+				d.Stop(t)
+			}
+			writeConfig(t, env, env.ConfigYAML(), `socket: ""`)
+			require.NoError(t, os.WriteFile(filepath.Join(env.Dir, "other.yaml"), []byte(env.ConfigYAML()), 0o644))
+			before := listing(t, env.Dir)
+			res := env.Exec(t, "storage", nil, c.args...)
+			require.Equal(t, 2, res.Code, describe(res))
+			require.Empty(t, res.Stdout)
+			require.Equal(t, "storage: serve: invalid_argument: "+c.says+"\n", res.Stderr)
+			require.Equal(t, before, listing(t, env.Dir), "nothing created")
+		})
+	}
+}
+
 // TestCallsWithASocketPathTooLongRunLocally: the binaries, full and front,
 // find the same too-long serve.socket; no daemon can listen there, so they
 // run the call themselves, printing only its answer.
