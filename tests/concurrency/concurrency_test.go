@@ -210,40 +210,81 @@ func TestKilledWritersLeaveAValidRecord(t *testing.T) {
 }
 
 // TestAddNodeKilledMidCallWritesBothKeysOrNeither: add-node writes the
-// registration and the record in one transaction.
+// registration and the record in one transaction, so a process killed at
+// any moment leaves both keys or neither. The kills must fall on both
+// sides of the write for that to be tested: a fixed delay is all before it
+// on a busy machine and all after it on an idle one. So the kills come in
+// rounds, spread over a span that starts at the time of one whole add-node
+// and grows after a round where less than a quarter landed (shrinks after
+// one where more than three quarters did), at least four rounds and until
+// both outcomes have been seen.
 func TestAddNodeKilledMidCallWritesBothKeysOrNeither(t *testing.T) {
 	skipUnderShort(t)
 	testenv.BackendsInTurn(t, func(t *testing.T, env *testenv.Env) {
-		const nodes = 40
-		rng := rand.New(rand.NewPCG(3, 5))
-		var wg sync.WaitGroup
-		chaos := env.Chaos(t)
-		for i := range nodes {
-			delay := time.Duration(rng.IntN(40000)) * time.Microsecond
-			wg.Go(func() {
-				req := fmt.Sprintf(`{"nodename":"k%d","resource":{"volumes":["/data0:1T"]}}`, i)
-				cmd := exec.Command(testenv.Bin(t, "storage"), "add-node")
-				cmd.Dir = env.Dir
-				cmd.Stdin = strings.NewReader(req)
-				require.NoError(t, cmd.Start())
-				time.Sleep(delay)
-				_ = cmd.Process.Signal(syscall.SIGKILL)
-				_ = cmd.Wait()
-			})
+		const perRound, parallel, least, most = 30, 4, 4, 10
+		bin := testenv.Bin(t, "storage")
+		start := func(name string) (*exec.Cmd, error) {
+			cmd := exec.Command(bin, "add-node")
+			cmd.Dir = env.Dir
+			cmd.Stdin = strings.NewReader(fmt.Sprintf(`{"nodename":%q,"resource":{"volumes":["/data0:1T"]}}`, name))
+			return cmd, cmd.Start()
 		}
-		wg.Wait()
-		chaos()
-		dump := env.Dump(t)
-		both := 0
-		for i := range nodes {
-			_, record := dump[fmt.Sprintf("/resource/storage/k%d", i)]
-			_, reg := dump[fmt.Sprintf("/nodes/k%d", i)]
-			require.Equal(t, record, reg, "node k%d: record %v, registration %v", i, record, reg)
-			if record {
-				both++
+		began := time.Now()
+		first, err := start("c0")
+		require.NoError(t, err)
+		require.NoError(t, first.Wait())
+		span := time.Since(began)
+
+		rng := rand.New(rand.NewPCG(3, 5))
+		chaos := env.Chaos(t)
+		landed, lost := 0, 0
+		for round := 0; round < most && (round < least || landed == 0 || lost == 0); round++ {
+			slots := make(chan struct{}, parallel)
+			errs := make(chan error, perRound)
+			var wg sync.WaitGroup
+			for i := range perRound {
+				delay := time.Duration(rng.Int64N(int64(span)))
+				wg.Go(func() {
+					slots <- struct{}{}
+					defer func() { <-slots }()
+					cmd, err := start(fmt.Sprintf("k%d-%d", round, i))
+					if err != nil {
+						errs <- err
+						return
+					}
+					time.Sleep(delay)
+					_ = cmd.Process.Signal(syscall.SIGKILL)
+					_ = cmd.Wait()
+				})
+			}
+			wg.Wait()
+			close(errs)
+			for err := range errs {
+				require.NoError(t, err)
+			}
+			dump := env.Dump(t)
+			here := 0
+			for i := range perRound {
+				name := fmt.Sprintf("k%d-%d", round, i)
+				_, record := dump["/resource/storage/"+name]
+				_, reg := dump["/nodes/"+name]
+				require.Equal(t, record, reg, "node %s: record %v, registration %v", name, record, reg)
+				if record {
+					here++
+				}
+			}
+			t.Logf("%s: round %d, kills within %s: %d of %d add-node calls had landed whole, the others not at all", env.Kind, round, span.Round(time.Millisecond), here, perRound)
+			landed, lost = landed+here, lost+perRound-here
+			switch { // aim the next round at about half landed
+			case here*4 < perRound:
+				span = span * 3 / 2
+			case here*4 > 3*perRound:
+				span = span * 2 / 3
 			}
 		}
-		t.Logf("%s: %d of %d killed add-node calls had landed whole, the others not at all", env.Kind, both, nodes)
+		chaos()
+		require.Positive(t, landed, "no kill came after the write")
+		require.Positive(t, lost, "no kill came before the write")
 	})
 }
 
