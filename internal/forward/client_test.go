@@ -417,3 +417,28 @@ func (f *failingOnce) Read(p []byte) (int, error) {
 	}
 	return n, nil
 }
+
+// TestTheConfigScanStopsWhereTheCommandTreeDoes: the client scans a config
+// file for serve.socket only as far as the command tree reads one
+// (config.MaxFileSize): a file one byte larger is not scanned, one at the
+// limit is.
+func TestTheConfigScanStopsWhereTheCommandTreeDoes(t *testing.T) {
+	dir := t.TempDir()
+	file := filepath.Join(dir, "storage.yaml")
+	head := "serve:\n  socket: /run/big.sock\n"
+	for _, c := range []struct {
+		name string
+		size int
+		want string
+	}{
+		{"a file at the limit is scanned", config.MaxFileSize, "/run/big.sock"},
+		{"a file one byte past the limit is not", config.MaxFileSize + 1, filepath.Join(dir, DefaultSocket)},
+		{"nor one 64 KiB past it", config.MaxFileSize + 64<<10, filepath.Join(dir, DefaultSocket)},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			data := []byte(head + strings.Repeat("#", c.size-len(head)))
+			require.NoError(t, os.WriteFile(file, data, 0o644))
+			require.Equal(t, c.want, SocketPath(file, dir))
+		})
+	}
+}

@@ -205,13 +205,15 @@ func readConfig(path string) ([]byte, error) {
 	defer unix.Close(fd)
 	buf := make([]byte, 0, 4096)
 	for {
+		if len(buf) > maxConfig {
+			// Past the limit, as the command tree refuses it: whatever
+			// the buffer's capacity reached.
+			return nil, fmt.Errorf("%s: larger than %d bytes", path, maxConfig)
+		}
 		if len(buf) == cap(buf) {
-			if len(buf) >= maxConfig {
-				return nil, fmt.Errorf("%s: larger than %d bytes", path, maxConfig)
-			}
 			buf = append(buf, 0)[:len(buf)]
 		}
-		n, err := unix.Read(fd, buf[len(buf):cap(buf)])
+		n, err := unix.Read(fd, buf[len(buf):min(cap(buf), maxConfig+1)])
 		switch {
 		case err == unix.EINTR:
 			continue

@@ -34,6 +34,15 @@ func TestAWriteWhoseCommitMeetsADamagedPageEndsItsTransaction(t *testing.T) {
 	for i := range 60 {
 		require.NoError(t, s.Txn(ctx, nil, []store.Op{{Key: key(i), Value: make([]byte, 500)}}))
 	}
+	// Keys after them, written in one write: each write's sweep of expired
+	// keys walks on from where the last one stopped, which is now among
+	// these, so that the write below reads the damaged page only in Commit
+	// (a sweep that read it would panic in apply, before Commit).
+	var after []store.Op
+	for i := range 200 {
+		after = append(after, store.Op{Key: fmt.Sprintf("/z%03d", i), Value: []byte("v")})
+	}
+	require.NoError(t, s.Txn(ctx, nil, after))
 	require.NoError(t, s.Close())
 
 	// Find the kv bucket's first leaf (the keys from /k000) and the leaf

@@ -19,7 +19,8 @@ import (
 
 var errLockTimeout = errors.New("lock wait timed out")
 
-// Waits bounds the blocking lock waits a process leaves behind. A
+// Waits bounds the blocking lock waits a process leaves behind (it counts
+// those under way too, for any of them may be left behind). A
 // blocking flock(2) cannot be called off: a wait that times out leaves its
 // goroutine (and an OS thread) blocked with the file open until the lock
 // comes free. A plugin process exits after the error; a long-running one
@@ -35,12 +36,28 @@ type Waits struct {
 // NewWaits bounds the waits left behind at most.
 func NewWaits(most int) *Waits { return &Waits{most: int32(most)} }
 
-// full says whether a wait may no longer be left behind.
-func (w *Waits) full() bool { return w != nil && w.abandoned.Load() >= w.most }
+// reserve takes a place for a blocking wait, false when none is left: a
+// wait may be left behind once it has begun, so its place is taken before
+// (Opens that begin together must not all find the bound unreached).
+func (w *Waits) reserve() bool {
+	if w == nil {
+		return true
+	}
+	for {
+		n := w.abandoned.Load()
+		if n >= w.most {
+			return false
+		}
+		if w.abandoned.CompareAndSwap(n, n+1) {
+			return true
+		}
+	}
+}
 
-func (w *Waits) add(n int32) {
+// done gives back the place of a wait that ended.
+func (w *Waits) done() {
 	if w != nil {
-		w.abandoned.Add(n)
+		w.abandoned.Add(-1)
 	}
 }
 
@@ -75,7 +92,7 @@ func acquire(path string, exclusive bool, timeout time.Duration, waits *Waits) (
 	if unix.Flock(int(f.Fd()), how|unix.LOCK_NB) == nil {
 		return f, nil
 	}
-	if waits.full() {
+	if !waits.reserve() {
 		return poll(f, how, timeout)
 	}
 	done := make(chan error) // unbuffered: a send succeeds only while the caller waits
@@ -87,19 +104,19 @@ func acquire(path string, exclusive bool, timeout time.Duration, waits *Waits) (
 		case <-abandoned:
 			// The caller gave up; whatever the lock call did, undo it.
 			release(f)
-			waits.add(-1)
+			waits.done()
 		}
 	}()
 	select {
 	case err := <-done:
+		waits.done()
 		if err != nil {
 			_ = f.Close()
 			return nil, err
 		}
 		return f, nil
 	case <-time.After(timeout):
-		waits.add(1)
-		close(abandoned)
+		close(abandoned) // its place is given back when the wait ends
 		return nil, errLockTimeout
 	}
 }

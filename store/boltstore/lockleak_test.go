@@ -3,9 +3,11 @@ package boltstore_test
 import (
 	"os"
 	"path/filepath"
+	"sync"
 	"testing"
 	"time"
 
+	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
 	"github.com/eru-extend/resources/store/boltstore"
@@ -62,5 +64,28 @@ func TestTimedOutLockWaitsDoNotPileUp(t *testing.T) {
 	time.Sleep(50 * time.Millisecond)
 	require.NoError(t, holder.Close())
 	require.NoError(t, <-got)
+	require.Eventually(t, func() bool { return openFilesOf(t, lock) == 0 }, 5*time.Second, 5*time.Millisecond)
+}
+
+// TestConcurrentTimedOutLockWaitsStayWithinTheBound: the daemon opens the
+// store for many calls at once. Calls that start waiting together while a
+// holder is stuck must not each leave a blocked wait behind because none
+// of them had timed out yet when the others looked at the bound.
+func TestConcurrentTimedOutLockWaitsStayWithinTheBound(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "state.db")
+	holder, err := boltstore.Open(path, boltstore.Options{Create: true})
+	require.NoError(t, err)
+	lock := path + ".lock"
+	waits := boltstore.NewWaits(2)
+	var wg sync.WaitGroup
+	for range 16 {
+		wg.Go(func() {
+			_, err := boltstore.Open(path, boltstore.Options{ReadOnly: true, LockTimeout: 100 * time.Millisecond, Waits: waits})
+			assert.Equal(t, types.Unavailable, types.ClassOf(err), "%v", err)
+		})
+	}
+	wg.Wait()
+	require.LessOrEqual(t, openFilesOf(t, lock)-1, 2, "16 waits that timed out together left more lock files open than the bound, each with a thread blocked in flock")
+	require.NoError(t, holder.Close())
 	require.Eventually(t, func() bool { return openFilesOf(t, lock) == 0 }, 5*time.Second, 5*time.Millisecond)
 }

@@ -222,11 +222,30 @@ func (sc *scope) Commit(ctx context.Context, conds []store.Cond, ops []store.Op,
 			return nil, big
 		}
 		if is(err, errNoSpace) {
-			return nil, types.Wrap(types.ResourceExhausted, fmt.Errorf("etcd's database is full (--quota-backend-bytes, NOSPACE alarm); nothing was written: %w", err), "etcd "+s.endpoint)
+			return nil, sc.noSpace(marker, err)
 		}
 		return nil, s.fail(err)
 	}
 	return nil, sc.resolve(marker, err, nil)
+}
+
+// noSpace answers an attempt etcd answered NOSPACE. etcd says so of a
+// write it refused on arrival, but also of one its applier applied when the
+// quota ran out between arrival and apply (quotaApplierV3 applies, then
+// answers ErrNoSpace): the answer is final either way, so the attempt's
+// marker, read now (a read passes the NOSPACE alarm), says which.
+func (sc *scope) noSpace(marker string, err error) error {
+	s := sc.s
+	ctx, cancel := s.bound(sc.rctx)
+	defer cancel()
+	resp, rerr := s.readTxn(ctx, []requestOp{getOp(marker)})
+	if rerr != nil {
+		return sc.resolve(marker, err, nil)
+	}
+	if kvs := rangeKvs(resp, 0); len(kvs) == 1 && string(kvs[0].Value) == landed {
+		return nil
+	}
+	return types.Wrap(types.ResourceExhausted, fmt.Errorf("etcd's database is full (--quota-backend-bytes, NOSPACE alarm); nothing was written: %w", err), "etcd "+s.endpoint)
 }
 
 // answer is what a transaction answered.

@@ -4,11 +4,13 @@ import (
 	"bytes"
 	"context"
 	"net"
+	"sync"
 	"testing"
 	"time"
 
 	"github.com/stretchr/testify/require"
 	pb "go.etcd.io/etcd/api/v3/etcdserverpb"
+	"go.etcd.io/etcd/api/v3/mvccpb"
 	"go.etcd.io/etcd/api/v3/v3rpc/rpctypes"
 	"go.etcd.io/etcd/server/v3/embed"
 	"google.golang.org/grpc"
@@ -107,4 +109,91 @@ func TestAWriteAnOverloadedEtcdRefusesIsADefiniteFailure(t *testing.T) {
 	err = s.Txn(ctx, nil, []store.Op{{Key: "/k", Value: []byte("v")}})
 	require.ErrorContains(t, err, "etcdserver: too many requests")
 	require.NotEqual(t, types.OutcomeUnknown, types.ClassOf(err), "refused before it was proposed: %v", err)
+}
+
+// fullOnApply is an etcd member whose quota ran out between a write's
+// check on arrival and its apply: etcd's quotaApplierV3 applies the
+// transaction and then answers "mvcc: database space exceeded" (the same
+// status as a refusal on arrival), and raises the NOSPACE alarm. Reads
+// (read-only transactions) are answered from what was applied.
+type fullOnApply struct {
+	pb.UnimplementedKVServer
+	pb.UnimplementedLeaseServer
+	mu  sync.Mutex
+	kvs map[string][]byte
+	rev int64
+}
+
+func (f *fullOnApply) Txn(_ context.Context, r *pb.TxnRequest) (*pb.TxnResponse, error) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	ok := true
+	for _, c := range r.Compare {
+		_, exists := f.kvs[string(c.Key)]
+		if c.Target == pb.Compare_CREATE && c.GetCreateRevision() == 0 && exists {
+			ok = false
+		}
+	}
+	ops := r.Success
+	if !ok {
+		ops = r.Failure
+	}
+	resp := &pb.TxnResponse{Header: &pb.ResponseHeader{}, Succeeded: ok}
+	wrote := false
+	for _, op := range ops {
+		switch {
+		case op.GetRequestPut() != nil:
+			f.rev++
+			f.kvs[string(op.GetRequestPut().Key)] = op.GetRequestPut().Value
+			wrote = true
+			resp.Responses = append(resp.Responses, &pb.ResponseOp{Response: &pb.ResponseOp_ResponsePut{ResponsePut: &pb.PutResponse{}}})
+		case op.GetRequestRange() != nil:
+			rr := &pb.RangeResponse{}
+			if v, ok := f.kvs[string(op.GetRequestRange().Key)]; ok {
+				rr.Kvs = []*mvccpb.KeyValue{{Key: op.GetRequestRange().Key, Value: v, ModRevision: f.rev, CreateRevision: f.rev, Version: 1}}
+				rr.Count = 1
+			}
+			resp.Responses = append(resp.Responses, &pb.ResponseOp{Response: &pb.ResponseOp_ResponseRange{ResponseRange: rr}})
+		}
+	}
+	resp.Header.Revision = f.rev
+	if wrote {
+		return nil, rpctypes.ErrGRPCNoSpace // applied all the same
+	}
+	return resp, nil
+}
+
+func (f *fullOnApply) LeaseGrant(_ context.Context, r *pb.LeaseGrantRequest) (*pb.LeaseGrantResponse, error) {
+	return &pb.LeaseGrantResponse{ID: 7, TTL: r.TTL}, nil
+}
+
+// TestAWriteEtcdAppliedAndAnsweredNoSpaceIsNotReportedFailed: etcd answers
+// NOSPACE both for a write it refused on arrival and for one it applied
+// when its quota ran out between arrival and apply (quotaApplierV3: the
+// transaction is applied, then the error returned). The answer alone does
+// not say which: a write that landed must not be reported as one that did
+// not.
+func TestAWriteEtcdAppliedAndAnsweredNoSpaceIsNotReportedFailed(t *testing.T) {
+	t.Parallel() // its own server
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	require.NoError(t, err)
+	gs := grpc.NewServer()
+	srv := &fullOnApply{kvs: map[string][]byte{}}
+	pb.RegisterKVServer(gs, srv)
+	pb.RegisterLeaseServer(gs, srv)
+	go func() { _ = gs.Serve(l) }()
+	t.Cleanup(gs.Stop)
+	s, err := etcdstore.Open(context.Background(), etcdstore.Config{Endpoints: []string{"http://" + l.Addr().String()}, Prefix: "/p", DialTimeout: time.Second})
+	require.NoError(t, err)
+	defer s.Close()
+	ctx, cancel := context.WithTimeout(context.Background(), 1500*time.Millisecond)
+	defer cancel()
+	err = s.Txn(ctx, nil, []store.Op{{Key: "/k", Value: []byte("v")}})
+	srv.mu.Lock()
+	_, landed := srv.kvs["/p/k"]
+	srv.mu.Unlock()
+	require.True(t, landed, "the fake applied the write")
+	if err != nil {
+		require.Equal(t, types.OutcomeUnknown, types.ClassOf(err), "the write landed, yet the call says: %v", err)
+	}
 }

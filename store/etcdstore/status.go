@@ -66,7 +66,9 @@ var (
 	errTooManyRequestsStatus = Status{codeResourceExhausted, "etcdserver: too many requests"}
 	errLeaseNotFound         = Status{codeNotFound, "etcdserver: requested lease not found"}
 	// A write refused for --quota-backend-bytes (before it is proposed, or
-	// when applied once the NOSPACE alarm is up): nothing was applied.
+	// when applied once the NOSPACE alarm is up: nothing was applied), or
+	// one applied as the quota ran out (quotaApplierV3: it landed). See
+	// scope.noSpace.
 	errNoSpace = Status{codeResourceExhausted, "etcdserver: mvcc: database space exceeded"}
 
 	errUserEmpty        = Status{codeInvalidArgument, "etcdserver: user name is empty"}
