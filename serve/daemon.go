@@ -408,13 +408,24 @@ func (d *Daemon) Listen() error {
 	return nil
 }
 
-// ServeSocket accepts forwarded calls until the listener closes.
+// ServeSocket accepts forwarded calls until the listener closes. A failed
+// accept (out of descriptors or memory: the connection stays in the listen
+// queue) is tried again after a pause, as net/http does: returning would
+// leave the socket listening with nobody taking its connections.
 func (d *Daemon) ServeSocket() {
+	var pause time.Duration
 	for {
 		conn, err := d.ln.AcceptUnix()
 		if err != nil {
-			return
+			if d.closing.Load() || errors.Is(err, net.ErrClosed) {
+				return
+			}
+			pause = min(max(2*pause, 5*time.Millisecond), time.Second)
+			d.log.Warn("accept failed: trying again", "error", err.Error(), "in", pause.String())
+			time.Sleep(pause)
+			continue
 		}
+		pause = 0
 		d.inflight.Add(1)
 		go func() {
 			defer d.inflight.Done()

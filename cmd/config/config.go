@@ -25,6 +25,7 @@ import (
 
 	"gopkg.in/yaml.v3"
 
+	"github.com/eru-extend/resources/internal/configsearch"
 	"github.com/eru-extend/resources/types"
 )
 
@@ -143,10 +144,10 @@ func Load(explicit, name string) (*Config, error) {
 	if err != nil {
 		return nil, types.Wrap(fileClass(err), err, "config")
 	}
-	abs, err := filepath.Abs(found.File)
-	if err != nil {
-		return nil, types.Wrap(types.InvalidArgument, err, "config "+found.File)
-	}
+	// The file is named as the kernel opened it (through a link before a
+	// "..", not cleaned as text): relative paths in it are taken from its
+	// folder, and the forwarding front names the file so to the daemon.
+	abs := configsearch.Abs(found.File, wd)
 	cfg, err := Parse(stamp.Data, abs)
 	if err != nil {
 		return nil, err

@@ -12,6 +12,8 @@ import (
 	"io/fs"
 	"os"
 	"path/filepath"
+	"slices"
+	"strings"
 )
 
 // EnvPath names the environment variable that points at a config file.
@@ -63,4 +65,23 @@ func Candidates(binary, workdir string) []Candidate {
 func Exists(file string) bool {
 	_, err := os.Stat(file)
 	return !errors.Is(err, fs.ErrNotExist)
+}
+
+// Abs is the absolute path of a config file named file in the working
+// directory wd, as the kernel opens it: a path with ".." in it is resolved
+// through any symbolic link before the "..", not cleaned as text (cleaning
+// "link/.." would name another folder than the file's, and relative paths
+// in the file are taken from its folder). One that does not resolve is left
+// as it is. The command tree and the forwarding front both name a file so.
+func Abs(file, wd string) string {
+	if !filepath.IsAbs(file) {
+		file = wd + string(filepath.Separator) + file
+	}
+	if strings.Contains(file, "..") && slices.Contains(strings.Split(file, string(filepath.Separator)), "..") {
+		if real, err := filepath.EvalSymlinks(file); err == nil {
+			return real
+		}
+		return file
+	}
+	return filepath.Clean(file)
 }

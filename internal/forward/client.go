@@ -6,7 +6,6 @@ import (
 	"io"
 	"os"
 	"path/filepath"
-	"slices"
 	"strconv"
 	"strings"
 	"time"
@@ -225,20 +224,12 @@ func Resolve(explicit, binary, wd string) string {
 			return ""
 		}
 	}
-	if !filepath.IsAbs(file) {
-		file = wd + string(filepath.Separator) + file
-	}
-	if strings.Contains(file, "..") && slices.Contains(strings.Split(file, string(filepath.Separator)), "..") {
-		// Clean would drop "link/.." as text, where the kernel (and so the
-		// command tree's open) follows link first: resolve the path as it
-		// is opened. One that cannot be resolved is left as it is, so that
-		// no daemon serves it and the binary reports it.
-		if real, err := filepath.EvalSymlinks(file); err == nil {
-			return real
-		}
-		return file
-	}
-	return filepath.Clean(file)
+	// Clean would drop "link/.." as text, where the kernel (and so the
+	// command tree's open) follows link first: the path is resolved as it
+	// is opened, as the command tree names it. One that cannot be resolved
+	// is left as it is, so that no daemon serves it and the binary reports
+	// it.
+	return configsearch.Abs(file, wd)
 }
 
 // SocketPath is serve.socket of the config file (relative to its folder),

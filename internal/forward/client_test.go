@@ -442,3 +442,48 @@ func TestTheConfigScanStopsWhereTheCommandTreeDoes(t *testing.T) {
 		})
 	}
 }
+
+// TestSignalsDoNotExtendTheConnectStall: a connect blocked on a full listen
+// queue (a stopped daemon) is bounded by the stall time as a blocked read
+// is: a signal interrupting it (EINTR) resumes it with what is left of the
+// stall time, not a whole new one.
+func TestSignalsDoNotExtendTheConnectStall(t *testing.T) {
+	const stall = 200 * time.Millisecond
+	path := socketInFreshDir(t)
+	fd, err := unix.Socket(unix.AF_UNIX, unix.SOCK_STREAM|unix.SOCK_CLOEXEC, 0)
+	require.NoError(t, err)
+	defer unix.Close(fd)
+	require.NoError(t, unix.Bind(fd, &unix.SockaddrUnix{Name: path}))
+	require.NoError(t, unix.Listen(fd, 0)) // a queue of one: a full one after a single caller
+	earlier, err := dial(path, 0)
+	require.NoError(t, err)
+	defer earlier.Close()
+	var tid atomic.Int32
+	done := make(chan time.Duration, 1)
+	go func() {
+		runtime.LockOSThread() // the thread the signals are sent to
+		defer runtime.UnlockOSThread()
+		tid.Store(int32(unix.Gettid()))
+		var out, errb bytes.Buffer
+		start := time.Now()
+		Forward(Call{Binary: "storage", Args: []string{"set-node-resource-usage"}, Stdin: strings.NewReader(`{"nodename":"n1"}`), Stdout: &out, Stderr: &errb, Stall: stall})
+		done <- time.Since(start)
+	}()
+	tick := time.NewTicker(stall / 4)
+	defer tick.Stop()
+	deadline := time.After(10 * stall)
+	for {
+		select {
+		case <-deadline:
+			t.Fatalf("signals every %s held a connect to a daemon taking no connection past %s", stall/4, 10*stall)
+		case took := <-done:
+			require.GreaterOrEqual(t, took, stall)
+			require.Less(t, took, 5*stall, "signals every %s held the connect", stall/4)
+			return
+		case <-tick.C:
+			if id := tid.Load(); id != 0 {
+				_ = unix.Tgkill(unix.Getpid(), int(id), unix.SIGURG) // the runtime's own preemption signal, ignored otherwise
+			}
+		}
+	}
+}

@@ -41,17 +41,27 @@ func dial(path string, send time.Duration) (*conn, error) {
 			return nil, err
 		}
 	}
+	c := &conn{fd: fd, send: send}
+	// A signal does not extend the bound: a connect interrupted (EINTR, a
+	// socket timeout is set, so the kernel does not restart it) resumes
+	// with what is left of it.
+	start, shortened := time.Now(), false
 	for {
 		err = unix.Connect(fd, &unix.SockaddrUnix{Name: path})
 		if err != unix.EINTR {
 			break
 		}
+		if err = c.interrupted(unix.SO_SNDTIMEO, send, start); err != nil {
+			break
+		}
+		shortened = true
 	}
 	if err != nil {
 		_ = unix.Close(fd)
 		return nil, err
 	}
-	return &conn{fd: fd, send: send}, nil
+	c.restore(unix.SO_SNDTIMEO, send, shortened)
+	return c, nil
 }
 
 func setTimeout(fd, opt int, d time.Duration) error {

@@ -135,15 +135,30 @@ func ReadFrameLimit(r io.Reader, limit uint32) ([]byte, error) {
 	if size > limit {
 		return nil, fmt.Errorf("frame of %d bytes exceeds the limit of %d", size, limit)
 	}
-	buf := make([]byte, size)
-	if _, err := io.ReadFull(r, buf); err != nil {
-		if errors.Is(err, io.EOF) {
-			err = io.ErrUnexpectedEOF
+	// The buffer grows with what arrives, up to size: a peer that announces
+	// a large frame and sends little of it holds no more than it sent.
+	buf := make([]byte, 0, min(size, frameChunk))
+	for len(buf) < int(size) {
+		if len(buf) == cap(buf) {
+			grown := make([]byte, len(buf), min(2*cap(buf), int(size)))
+			copy(grown, buf)
+			buf = grown
 		}
-		return nil, err
+		n, err := io.ReadFull(r, buf[len(buf):cap(buf)])
+		buf = buf[:len(buf)+n]
+		if err != nil {
+			if errors.Is(err, io.EOF) {
+				err = io.ErrUnexpectedEOF
+			}
+			return nil, err
+		}
 	}
 	return buf, nil
 }
+
+// frameChunk is what ReadFrameLimit allocates before any of a frame has
+// arrived; the buffer then doubles as its bytes come.
+const frameChunk = 64 << 10
 
 // WriteRequest writes the request's two frames, header and stdin, in one
 // buffer (one write on the socket).

@@ -2,7 +2,9 @@ package forward
 
 import (
 	"bytes"
+	"io"
 	"testing"
+	"testing/iotest"
 
 	"github.com/stretchr/testify/require"
 )
@@ -53,6 +55,32 @@ func TestTheWireCarriesRequestsAndAnswersWhole(t *testing.T) {
 		require.Equal(t, 128, code)
 		require.Equal(t, "out", string(out))
 		require.Equal(t, "err\n", string(errOut))
+	})
+	t.Run("frames of every size around the buffer's steps come back whole, and nothing past them is read", func(t *testing.T) {
+		for _, n := range []int{0, 1, frameChunk - 1, frameChunk, frameChunk + 1, 3*frameChunk + 7, MaxRequest + 1} {
+			data := make([]byte, n)
+			for i := range data {
+				data[i] = byte(i)
+			}
+			var b bytes.Buffer
+			require.NoError(t, WriteFrame(&b, data))
+			b.WriteString("next")
+			src := bytes.NewReader(b.Bytes())
+			var r io.Reader = src
+			if n < 1<<20 {
+				r = iotest.HalfReader(src)
+			}
+			got, err := ReadFrame(r)
+			require.NoError(t, err)
+			require.Equal(t, data, got, "%d bytes", n)
+			rest, err := io.ReadAll(src)
+			require.NoError(t, err)
+			require.Equal(t, "next", string(rest), "%d bytes: what follows the frame is left", n)
+			if n > 0 {
+				_, err = ReadFrame(bytes.NewReader(b.Bytes()[:4+n-1]))
+				require.ErrorIs(t, err, io.ErrUnexpectedEOF, "%d bytes cut short", n)
+			}
+		}
 	})
 	t.Run("an answer cut short is an error", func(t *testing.T) {
 		var b bytes.Buffer
