@@ -24,6 +24,11 @@ func (n *Node) DeployCapacity(ctx context.Context, w *WorkloadRequest, maxDeploy
 		// something of storage: the query agrees.
 		limit = 0
 	}
+	if limit > 0 && n.uncoveredLimit(w.Request, w.Limit) != nil {
+		// Deploy refuses a mount whose IO limit no disk covers: the
+		// query agrees.
+		limit = 0
+	}
 	count := limit
 	if limit > 0 && w.needsScheduling() {
 		c, err := Count(ctx, NewHost(&n.Capacity, &n.Usage), &n.Capacity, w.Request, limit, maxDeploy)
@@ -92,6 +97,9 @@ func (n *Node) Deploy(ctx context.Context, w *WorkloadRequest, count, maxDeploy 
 		return nil, types.Errorf(types.ResourceExhausted, "storage budget: %s asked (%d workloads of %s), %s left (%d bytes)",
 			Human(types.MulSat(w.StorageRequest, int64(count))), count, Human(w.StorageRequest), Human(left), left)
 	}
+	if err := n.uncoveredLimit(w.Request, w.Limit); err != nil {
+		return nil, uncovered(err)
+	}
 	out := make([]*Workload, 0, count)
 	if !w.needsScheduling() {
 		for range count {
@@ -125,6 +133,20 @@ func Human(n int64) string {
 }
 
 func itoa(n int64) string { return strconv.FormatInt(n, 10) }
+
+// uncoveredLimit is errUncovered for the first mount binding whose IO
+// limit asks for quota on a path no disk of the node covers: the engine
+// could be given no limit for it (limits[i] is the limit of requests[i]).
+// A quota in the request is refused by the scheduler; this is the same
+// refusal for a quota in the limit only.
+func (n *Node) uncoveredLimit(requests, limits []*VolumeBinding) error {
+	for i, b := range requests {
+		if b.Kind() == Mount && i < len(limits) && !limits[i].Quota.IsZero() && n.Capacity.coveringDisk(b.Source) < 0 {
+			return errUncovered{limits[i]}
+		}
+	}
+	return nil
+}
 
 func uncovered(err error) error {
 	var u errUncovered

@@ -43,6 +43,20 @@ func (n *Node) Realloc(ctx context.Context, old *Workload, req *WorkloadRequest)
 			resched = true
 		}
 	}
+	// A mount whose IO limit the request sets must have a disk to apply
+	// it on, as at deploy.
+	for _, b := range req.Limit {
+		if b.Quota.IsZero() {
+			continue
+		}
+		for i, r := range next.Request {
+			if r.identity() == b.identity() {
+				if err := n.uncoveredLimit(next.Request[i:i+1], next.Limit[i:i+1]); err != nil && !n.unknown {
+					return nil, uncovered(err)
+				}
+			}
+		}
+	}
 	if n.unknown && (resched || next.StorageRequest > old.StorageRequest) {
 		return nil, types.Errorf(types.ResourceExhausted, "no storage record for this node: add it (add-node) or set its capacity first")
 	}

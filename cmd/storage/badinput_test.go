@@ -93,6 +93,39 @@ func TestUncoveredMountWithIOQuotaIsAClearError(t *testing.T) {
 	})
 }
 
+// TestUncoveredMountWithIOLimitIsAClearError: a mount binding whose IO
+// quota is in its limit only is refused on a node no disk of which covers
+// its source, as it is with the quota in its request; the engine would
+// otherwise be given no limit at all (iops_options {}), silently.
+func TestUncoveredMountWithIOLimitIsAClearError(t *testing.T) {
+	t.Parallel()
+	env := testenv.NewEmbedded(t)
+	addNode(t, env, "n1", obj{"volumes": []string{"/data0:1T"}, "disks": []string{"/dev/vdb:/data:100:100:0:0"}})
+	const want = "node n1: invalid_argument: volume /srv/x:/x:rw:0:10:0:0:0 asks for IO quota but no disk's mounts cover /srv/x"
+	for _, c := range []struct {
+		name    string
+		request obj
+	}{
+		{"quota in the request and the limit", obj{"volumes": []string{"/srv/x:/x:rw:0:10:0:0:0"}}},
+		{"quota in the limit only", obj{"volumes-request": []string{"/srv/x:/x:rw:0"}, "volumes": []string{"/srv/x:/x:rw:0:10:0:0:0"}}},
+		{"quota in the limit only, beside a scheduled volume", obj{"volumes-request": []string{"AUTO:/a:rw:1G", "/srv/x:/x:rw:0"}, "volumes": []string{"AUTO:/a:rw:1G", "/srv/x:/x:rw:0:10:0:0:0"}}},
+	} {
+		t.Run(c.name+": deploy refuses, the capacity query leaves the node out", func(t *testing.T) {
+			before := env.Dump(t)
+			line := env.Fail(t, "storage", "calculate-deploy", obj{"nodename": "n1", "deploy_count": 1, "workload_resource_request": c.request})
+			require.Contains(t, line, want)
+			require.Equal(t, before, env.Dump(t))
+			require.Empty(t, capacity(t, env, []string{"n1"}, c.request).Nodes)
+		})
+	}
+	t.Run("a realloc setting such a limit is refused", func(t *testing.T) {
+		d := deploy(t, env, "n1", 1, obj{"volumes": []string{"/srv/x:/x:rw:0"}})
+		line := env.Fail(t, "storage", "calculate-realloc", obj{"nodename": "n1", "workload_resource": d.WorkloadsResource[0],
+			"workload_resource_request": obj{"volumes-request": []string{"/srv/x:/x:rw:0"}, "volumes": []string{"/srv/x:/x:rw:0:10:0:0:0"}}})
+		require.Contains(t, line, want)
+	})
+}
+
 func TestUsageErrorsOfTheCommandLine(t *testing.T) {
 	t.Parallel()
 	env := testenv.NewEmbedded(t)
