@@ -263,15 +263,19 @@ func (b *bench) buildTools() error {
 	// Every plugin call runs itself unless its step says it may be
 	// forwarded to the cluster's serve daemon.
 	b.runner = &runner{path: filepath.Join(b.tmp, "runner"), env: append(pluginEnv(), "ERU_RESOURCE_NO_FORWARD=1")}
-	if err := goBuild(b.goBin, runnerSource, b.runner.path); err != nil {
+	// The floors are built as the plugins were: with cgo on (go's default
+	// where a C compiler is found), a program linking net is dynamically
+	// linked and every exec first runs the dynamic loader.
+	cgo := b.cgoEnv()
+	if err := goBuild(b.goBin, runnerSource, b.runner.path, cgo...); err != nil {
 		return fmt.Errorf("building the runner: %w", err)
 	}
 	b.hello = filepath.Join(b.tmp, "hello")
-	if err := goBuild(b.goBin, helloSource, b.hello); err != nil {
+	if err := goBuild(b.goBin, helloSource, b.hello, cgo...); err != nil {
 		return fmt.Errorf("building the hello-world: %w", err)
 	}
 	b.sweep = filepath.Join(b.tmp, "sweep")
-	if err := goBuild(b.goBin, sweepSource, b.sweep); err != nil {
+	if err := goBuild(b.goBin, sweepSource, b.sweep, cgo...); err != nil {
 		return fmt.Errorf("building the sweep: %w", err)
 	}
 	if err := b.buildFront(); err != nil {
@@ -281,12 +285,23 @@ func (b *bench) buildTools() error {
 		return err
 	}
 	b.gatewayGet = filepath.Join(b.tmp, "gateway-get")
-	if err := goBuild(b.goBin, gatewaySource, b.gatewayGet); err != nil {
+	if err := goBuild(b.goBin, gatewaySource, b.gatewayGet, cgo...); err != nil {
 		return fmt.Errorf("building the gateway reader: %w", err)
 	}
 	var err error
-	b.etcdctl, err = buildEtcdctl(b.goBin, "v"+version.Version)
+	b.etcdctl, err = buildEtcdctl(b.goBin, "v"+version.Version, b.goVersion, cgo)
 	return err
+}
+
+// cgoEnv is the plugins' CGO_ENABLED setting, for the go command that
+// builds a floor.
+func (b *bench) cgoEnv() []string {
+	for _, st := range b.pluginBuild {
+		if strings.HasPrefix(st, "CGO_ENABLED=") {
+			return []string{st}
+		}
+	}
+	return nil
 }
 
 // pluginEnv is this process's environment without the variables that would
@@ -325,7 +340,7 @@ func (b *bench) machine() []string {
 	kernel, _ := os.ReadFile("/proc/sys/kernel/osrelease")
 	return []string{
 		fmt.Sprintf("machine: %s, %d CPUs, %s RAM, Linux %s", model, runtime.NumCPU(), mem, strings.TrimSpace(string(kernel))),
-		fmt.Sprintf("toolchain: %s built the plugins and builds the hello-world, with `go build %s`; the plugins' build settings: %s", b.goVersion, strings.Join(quoteAll(buildFlags), " "), strings.Join(b.pluginBuild, ", ")),
+		fmt.Sprintf("toolchain: %s built the plugins and builds the floors (hello-world, gateway reader, etcdctl), with `go build %s` and the plugins' CGO_ENABLED; the plugins' build settings: %s", b.goVersion, strings.Join(quoteAll(buildFlags), " "), strings.Join(b.pluginBuild, ", ")),
 		fmt.Sprintf("etcd %s in a process of its own (embed), on loopback, data on %s; etcdctl %s built from go.etcd.io/etcd/etcdctl/v3", version.Version, os.TempDir(), version.Version),
 	}
 }
@@ -406,6 +421,7 @@ func (b *bench) measures(ctx context.Context, clusters []*cluster, pooled *clust
 	forwarded := cold
 	forwarded.label = "`get-node-resource-info` through the front, forwarded"
 	forwarded.cmd = withEnv(b.viaFront(cold.cmd), forwardedEnv)
+	forwarded.readsStore = false // the daemon answers from its cache; its count checks the call
 	cold.label = "the same call without a daemon"
 	via := func() *daemonCalls {
 		return &daemonCalls{addr: small.serveHTTP, verb: "get-node-resource-info", perRun: 1}
@@ -460,7 +476,7 @@ func (b *bench) verb(c *cluster, verb string, req any, want check) step {
 	if req != nil {
 		in, _ = json.Marshal(req)
 	}
-	return step{label: verb, cmd: fixed(command{argv: []string{b.storage, verb}, dir: c.dir, stdin: in}), check: want}
+	return step{label: verb, cmd: fixed(command{argv: []string{b.storage, verb}, dir: c.dir, stdin: in}), check: want, readsStore: verb != "name"}
 }
 
 // alternatingWrite adds 1 GiB to node's use of /data0 on even runs and

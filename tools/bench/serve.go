@@ -12,12 +12,10 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"syscall"
 	"time"
-
-	"github.com/prometheus/client_golang/prometheus"
-	dto "github.com/prometheus/client_model/go"
 )
 
 // The serve daemon's measures (docs/serve.md, issue 15): each cluster's
@@ -29,8 +27,14 @@ import (
 // answered must grow by exactly the subject's calls, so a call that fell
 // back to running itself fails the bench.
 
-// forwarded is the environment of a call that may go through the daemon.
-var forwardedEnv = []string{"ERU_RESOURCE_NO_FORWARD=0"}
+// forwardedEnv is the environment of a call that may go through the
+// daemon: ERU_RESOURCE_NO_FORWARD unset (an entry without "=" unsets, see
+// runner.run), as core runs a plugin. Not set to 0: the front's fallback
+// appends ERU_RESOURCE_NO_FORWARD=1 to its environment before it execs the
+// full binary, and a Go program reads the first of two entries, so with 0
+// set the full binary would forward the call again and the daemon's count
+// would not tell a front that forwarded from one that fell back.
+var forwardedEnv = []string{"ERU_RESOURCE_NO_FORWARD"}
 
 // sweepNodes is how many nodes core's get-metrics sweep asks for in the
 // sweep measure (quickSweepNodes with -quick), and sweepParallel how many
@@ -111,6 +115,7 @@ func (b *bench) serveMeasures(c *cluster) []measure {
 	through := capacity
 	through.label = "through the daemon"
 	through.cmd = withEnv(b.viaFront(capacity.cmd), forwardedEnv)
+	through.readsStore = false
 	capacity.label = "the same query without it"
 	ms := []measure{{name: fmt.Sprintf("capacity, %s nodes, through `storage serve`", thousands(c.n)), subject: through, floor: capacity,
 		via: &daemonCalls{addr: c.serveHTTP, verb: "get-nodes-deploy-capacity", perRun: 1}}}
@@ -221,16 +226,12 @@ func (b *bench) buildFront() error {
 func (b *bench) buildLinked() error {
 	b.linked = filepath.Join(b.tmp, "linked")
 	args := append([]string{"build"}, buildFlags...)
-	var env []string
 	for _, st := range b.pluginBuild {
 		if tags, ok := strings.CutPrefix(st, "-tags="); ok {
 			args = append(args, "-tags", tags)
 		}
-		if strings.HasPrefix(st, "CGO_ENABLED=") {
-			env = append(env, st)
-		}
 	}
-	if err := goCmdEnv("", b.goBin, env, append(args, "-o", b.linked, "github.com/eru-extend/resources/tools/bench/linked")...); err != nil {
+	if err := goCmdEnv("", b.goBin, b.cgoEnv(), append(args, "-o", b.linked, "github.com/eru-extend/resources/tools/bench/linked")...); err != nil {
 		return fmt.Errorf("building the linked floor: %w", err)
 	}
 	return nil
@@ -340,7 +341,7 @@ const scrapeTarget = 200 * time.Millisecond
 // measureScrape times GET /metrics on c's daemon after each of pairs
 // changes (a write under the prefix, so the daemon renders the nodes again
 // rather than reusing its last rendering), interleaved with floor, and
-// counts the range requests etcd (in this process) served during the
+// counts the range requests etcd (its own process) served during the
 // scrapes: there must be none.
 func (b *bench) measureScrape(ctx context.Context, c *cluster, pairs int, floor step) (scrapeOutcome, error) {
 	o := scrapeOutcome{name: fmt.Sprintf("`/metrics`, %s nodes, rendered after a change", thousands(c.n)), label: floor.label}
@@ -349,6 +350,7 @@ func (b *bench) measureScrape(ctx context.Context, c *cluster, pairs int, floor 
 	}
 	probe := b.verb(c, "get-node-resource-info", map[string]any{"nodename": c.names[0], "workloads_resource": []any{}}, nodeInfoOf(0))
 	probe.cmd = withEnv(probe.cmd, forwardedEnv)
+	probe.readsStore = false
 	for i := -1; i < pairs; i++ {
 		if _, err := b.client.Put(ctx, c.prefix+"/bench-scrape", fmt.Sprint(i)); err != nil {
 			return o, err
@@ -358,7 +360,7 @@ func (b *bench) measureScrape(ctx context.Context, c *cluster, pairs int, floor 
 		if _, err := b.timed(probe, 0); err != nil {
 			return o, fmt.Errorf("%s: %w", o.name, err)
 		}
-		before, err := etcdRanges()
+		before, err := etcdRanges(b.endpoint)
 		if err != nil {
 			return o, err
 		}
@@ -368,7 +370,7 @@ func (b *bench) measureScrape(ctx context.Context, c *cluster, pairs int, floor 
 		if err != nil {
 			return o, fmt.Errorf("%s: %w", o.name, err)
 		}
-		after, err := etcdRanges()
+		after, err := etcdRanges(b.endpoint)
 		if err != nil {
 			return o, err
 		}
@@ -438,27 +440,31 @@ func between(s, from, to string) string {
 	return v
 }
 
-// etcdRanges is how many range requests the etcd server of this process
-// has served (its etcd_mvcc_range_total).
-func etcdRanges() (float64, error) {
-	families, err := prometheus.DefaultGatherer.Gather()
+// etcdRanges is how many range requests the bench's etcd server has served
+// (its etcd_mvcc_range_total), read from its /metrics on the client port:
+// etcd runs in a process of its own (startEtcd), so this process's registry
+// holds the counter of etcd's linked packages, never incremented.
+func etcdRanges(endpoint string) (float64, error) {
+	body, err := scrape(strings.TrimPrefix(endpoint, "http://"))
 	if err != nil {
-		return 0, err
+		return 0, fmt.Errorf("etcd's /metrics: %w", err)
 	}
-	for _, f := range families {
-		if f.GetName() == "etcd_mvcc_range_total" {
-			return sum(f.GetMetric()), nil
+	found, t := false, 0.0
+	for _, line := range strings.Split(string(body), "\n") {
+		rest, ok := strings.CutPrefix(line, "etcd_mvcc_range_total")
+		if !ok || rest == "" || (rest[0] != ' ' && rest[0] != '{') {
+			continue
 		}
+		v, err := strconv.ParseFloat(rest[strings.LastIndexByte(rest, ' ')+1:], 64)
+		if err != nil {
+			return 0, fmt.Errorf("%s: %w", line, err)
+		}
+		found, t = true, t+v
 	}
-	return 0, fmt.Errorf("etcd_mvcc_range_total is not among this process's metrics")
-}
-
-func sum(ms []*dto.Metric) float64 {
-	t := 0.0
-	for _, m := range ms {
-		t += m.GetCounter().GetValue()
+	if !found {
+		return 0, fmt.Errorf("etcd_mvcc_range_total is not among etcd's metrics at %s", endpoint)
 	}
-	return t
+	return t, nil
 }
 
 func (o scrapeOutcome) row(w io.Writer) {

@@ -7,6 +7,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 	"time"
@@ -120,8 +121,9 @@ func main() {
 `
 
 // goBuild builds the main package held in source into out, as a module of
-// its own in a temporary folder, with the toolchain goBin.
-func goBuild(goBin, source, out string) error {
+// its own in a temporary folder, with the toolchain goBin, buildFlags and
+// env added to the go command's environment (the plugins' CGO_ENABLED).
+func goBuild(goBin, source, out string, env ...string) error {
 	dir, err := os.MkdirTemp("", "eru-bench-src-")
 	if err != nil {
 		return err
@@ -134,7 +136,7 @@ func goBuild(goBin, source, out string) error {
 		return err
 	}
 	args := append([]string{"build"}, buildFlags...)
-	return goCmd(dir, goBin, append(args, "-o", out, ".")...)
+	return goCmdEnv(dir, goBin, env, append(args, "-o", out, ".")...)
 }
 
 // goCmd runs the go command in dir, outside any workspace.
@@ -167,13 +169,17 @@ func goOutput(dir, goBin string, args ...string) (string, error) {
 }
 
 // buildEtcdctl returns the path of etcdctl at version, built once from the
-// module proxy into the user's cache folder and reused after.
-func buildEtcdctl(goBin, version string) (string, error) {
+// module proxy into the user's cache folder and reused after, by goVersion
+// with buildFlags and env (the plugins' CGO_ENABLED): a floor built as the
+// plugins are, never a binary an older toolchain or other settings left in
+// the cache.
+func buildEtcdctl(goBin, version, goVersion string, env []string) (string, error) {
 	cache, err := os.UserCacheDir()
 	if err != nil {
 		return "", err
 	}
-	out := filepath.Join(cache, "eru-bench", "etcdctl-"+version, "etcdctl")
+	name := strings.Join(append([]string{"etcdctl", version, goVersion}, env...), "-")
+	out := filepath.Join(cache, "eru-bench", name, "etcdctl")
 	if _, err := os.Stat(out); err == nil {
 		return out, nil
 	}
@@ -193,7 +199,7 @@ func buildEtcdctl(goBin, version string) (string, error) {
 	// never leaves a broken binary in the cache and two builds at once
 	// never write the same file.
 	tmp := fmt.Sprintf("%s.%d.tmp", out, os.Getpid())
-	if err := goCmd(dir, goBin, "build", "-o", tmp, pkg); err != nil {
+	if err := goCmdEnv(dir, goBin, env, append(append([]string{"build"}, buildFlags...), "-o", tmp, pkg)...); err != nil {
 		return "", fmt.Errorf("building etcdctl: %w", err)
 	}
 	return out, os.Rename(tmp, out)
@@ -205,7 +211,7 @@ type command struct {
 	argv  []string
 	dir   string
 	stdin []byte
-	env   []string // added to the runner's environment
+	env   []string // added to the runner's environment (KEY=VALUE), or removed from it (KEY)
 }
 
 func (c command) String() string { return strings.Join(c.argv, " ") }
@@ -235,7 +241,7 @@ func (r *runner) run(c command) (sample, error) {
 	defer rd.Close()
 	cmd := exec.Command(r.path, c.argv...)
 	cmd.Dir = c.dir
-	cmd.Env = append(append([]string(nil), r.env...), c.env...)
+	cmd.Env = commandEnv(r.env, c.env)
 	cmd.Stdin = bytes.NewReader(c.stdin)
 	var stdout, stderr bytes.Buffer
 	cmd.Stdout, cmd.Stderr = &stdout, &stderr
@@ -262,6 +268,20 @@ func (r *runner) run(c command) (sample, error) {
 	}
 	return sample{wall: time.Duration(v[0]), code: int(v[1]), rssKiB: v[2], cpu: time.Duration(v[3]),
 		minflt: v[4], majflt: v[5], stdout: stdout.Bytes(), stderr: stderr.Bytes()}, nil
+}
+
+// commandEnv is base with add applied in order: KEY=VALUE replaces KEY, a
+// bare KEY removes it.
+func commandEnv(base, add []string) []string {
+	env := append([]string(nil), base...)
+	for _, kv := range add {
+		key, _, _ := strings.Cut(kv, "=")
+		env = slices.DeleteFunc(env, func(e string) bool { return strings.HasPrefix(e, key+"=") })
+		if strings.Contains(kv, "=") {
+			env = append(env, kv)
+		}
+	}
+	return env
 }
 
 func readAll(f *os.File) ([]byte, error) {
