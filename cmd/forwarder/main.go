@@ -56,8 +56,7 @@ func main() {
 			}
 		}
 	}
-	env := append(os.Environ(), forward.EnvNoForward+"=1")
-	fail(name, syscall.Exec(full, append([]string{full}, os.Args[1:]...), env))
+	fail(name, syscall.Exec(full, append([]string{full}, os.Args[1:]...), forward.NoForwardEnv(os.Environ())))
 }
 
 func fail(name string, err error) {

@@ -22,6 +22,20 @@ const EnvPath = configsearch.EnvPath
 // EnvNoForward, set to 1, makes a binary run every call itself.
 const EnvNoForward = "ERU_RESOURCE_NO_FORWARD"
 
+// NoForwardEnv is environ for a binary that must run the call itself (the
+// front's fallback to the full binary): every EnvNoForward entry it held
+// is dropped and EnvNoForward=1 set, for a program reads the first of two
+// entries of one name.
+func NoForwardEnv(environ []string) []string {
+	out := make([]string, 0, len(environ)+1)
+	for _, kv := range environ {
+		if name, _, _ := strings.Cut(kv, "="); name != EnvNoForward {
+			out = append(out, kv)
+		}
+	}
+	return append(out, EnvNoForward+"=1")
+}
+
 // MaxRequest is the largest stdin a verb reads; one byte more is sent so
 // the verb itself reports the limit.
 const MaxRequest = 16 << 20

@@ -487,3 +487,38 @@ func TestSignalsDoNotExtendTheConnectStall(t *testing.T) {
 		}
 	}
 }
+
+// TestNoForwardEnvWinsOverAnInheritedSetting: the front's fallback must
+// run the call in the full binary even when its own environment said
+// ERU_RESOURCE_NO_FORWARD=0 (or held it twice): a program reads the first
+// entry of a name, so an appended =1 alone would be ignored and the full
+// binary would forward the call again.
+func TestNoForwardEnvWinsOverAnInheritedSetting(t *testing.T) {
+	for _, c := range []struct {
+		name    string
+		environ []string
+	}{
+		{"an environment without the variable gets it", []string{"PATH=/bin"}},
+		{"an inherited 0 is replaced", []string{"ERU_RESOURCE_NO_FORWARD=0", "PATH=/bin"}},
+		{"an inherited empty value is replaced", []string{"PATH=/bin", "ERU_RESOURCE_NO_FORWARD="}},
+		{"every inherited entry goes", []string{"ERU_RESOURCE_NO_FORWARD=0", "ERU_RESOURCE_NO_FORWARD=2"}},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			env := NoForwardEnv(c.environ)
+			var values []string
+			for _, kv := range env {
+				if name, value, _ := strings.Cut(kv, "="); name == EnvNoForward {
+					values = append(values, value)
+				}
+			}
+			require.Equal(t, []string{"1"}, values)
+			var kept []string
+			for _, kv := range c.environ {
+				if !strings.HasPrefix(kv, EnvNoForward+"=") {
+					kept = append(kept, kv)
+				}
+			}
+			require.Equal(t, append(kept, EnvNoForward+"=1"), env, "everything else kept, in order")
+		})
+	}
+}
