@@ -352,34 +352,7 @@ func TestSignalsDoNotExtendTheStallTime(t *testing.T) {
 	silent := make(chan struct{})
 	fakeDaemon(t, func(net.Conn) { <-silent })
 	t.Cleanup(func() { close(silent) }) // before fakeDaemon's own
-	var tid atomic.Int32
-	done := make(chan time.Duration, 1)
-	go func() {
-		runtime.LockOSThread() // the thread the signals are sent to
-		defer runtime.UnlockOSThread()
-		tid.Store(int32(unix.Gettid()))
-		var out, errb bytes.Buffer
-		start := time.Now()
-		Forward(Call{Binary: "storage", Args: []string{"get-node-resource-info"}, Stdin: strings.NewReader(`{"nodename":"n1"}`), Stdout: &out, Stderr: &errb, Stall: stall})
-		done <- time.Since(start)
-	}()
-	tick := time.NewTicker(stall / 4)
-	defer tick.Stop()
-	deadline := time.After(10 * stall)
-	for {
-		select {
-		case <-deadline:
-			t.Fatalf("signals every %s held a read on a silent daemon past %s", stall/4, 10*stall)
-		case took := <-done:
-			require.GreaterOrEqual(t, took, stall)
-			require.Less(t, took, 5*stall, "signals every %s held the read", stall/4)
-			return
-		case <-tick.C:
-			if id := tid.Load(); id != 0 {
-				_ = unix.Tgkill(unix.Getpid(), int(id), unix.SIGURG) // the runtime's own preemption signal, ignored otherwise
-			}
-		}
-	}
+	forwardUnderSignals(t, "get-node-resource-info", stall, "a read on a silent daemon")
 }
 
 // TestAStdinThatFailsHalfWayIsHandedOnWhole: what was read of stdin before
@@ -458,6 +431,14 @@ func TestSignalsDoNotExtendTheConnectStall(t *testing.T) {
 	earlier, err := dial(path, 0)
 	require.NoError(t, err)
 	defer earlier.Close()
+	forwardUnderSignals(t, "set-node-resource-usage", stall, "a connect to a daemon taking no connection")
+}
+
+// forwardUnderSignals forwards verb on a thread sent a signal every
+// stall/4, and requires the client to give up after stall, not later: a
+// signal must not start its wait again.
+func forwardUnderSignals(t *testing.T, verb string, stall time.Duration, what string) {
+	t.Helper()
 	var tid atomic.Int32
 	done := make(chan time.Duration, 1)
 	go func() {
@@ -466,7 +447,7 @@ func TestSignalsDoNotExtendTheConnectStall(t *testing.T) {
 		tid.Store(int32(unix.Gettid()))
 		var out, errb bytes.Buffer
 		start := time.Now()
-		Forward(Call{Binary: "storage", Args: []string{"set-node-resource-usage"}, Stdin: strings.NewReader(`{"nodename":"n1"}`), Stdout: &out, Stderr: &errb, Stall: stall})
+		Forward(Call{Binary: "storage", Args: []string{verb}, Stdin: strings.NewReader(`{"nodename":"n1"}`), Stdout: &out, Stderr: &errb, Stall: stall})
 		done <- time.Since(start)
 	}()
 	tick := time.NewTicker(stall / 4)
@@ -475,10 +456,10 @@ func TestSignalsDoNotExtendTheConnectStall(t *testing.T) {
 	for {
 		select {
 		case <-deadline:
-			t.Fatalf("signals every %s held a connect to a daemon taking no connection past %s", stall/4, 10*stall)
+			t.Fatalf("signals every %s held %s past %s", stall/4, what, 10*stall)
 		case took := <-done:
 			require.GreaterOrEqual(t, took, stall)
-			require.Less(t, took, 5*stall, "signals every %s held the connect", stall/4)
+			require.Less(t, took, 5*stall, "signals every %s held %s", stall/4, what)
 			return
 		case <-tick.C:
 			if id := tid.Load(); id != 0 {

@@ -94,19 +94,7 @@ func (overloaded) LeaseGrant(_ context.Context, r *pb.LeaseGrantRequest) (*pb.Le
 // fence until the deadline and call unknown.
 func TestAWriteAnOverloadedEtcdRefusesIsADefiniteFailure(t *testing.T) {
 	t.Parallel() // its own server
-	l, err := net.Listen("tcp", "127.0.0.1:0")
-	require.NoError(t, err)
-	gs := grpc.NewServer()
-	pb.RegisterKVServer(gs, overloaded{})
-	pb.RegisterLeaseServer(gs, overloaded{})
-	go func() { _ = gs.Serve(l) }()
-	t.Cleanup(gs.Stop)
-	s, err := etcdstore.Open(context.Background(), etcdstore.Config{Endpoints: []string{"http://" + l.Addr().String()}, Prefix: "/p", DialTimeout: time.Second})
-	require.NoError(t, err)
-	defer s.Close()
-	ctx, cancel := context.WithTimeout(context.Background(), 1500*time.Millisecond)
-	defer cancel()
-	err = s.Txn(ctx, nil, []store.Op{{Key: "/k", Value: []byte("v")}})
+	err := writeTo(t, overloaded{})
 	require.ErrorContains(t, err, "etcdserver: too many requests")
 	require.NotEqual(t, types.OutcomeUnknown, types.ClassOf(err), "refused before it was proposed: %v", err)
 }
@@ -175,20 +163,8 @@ func (f *fullOnApply) LeaseGrant(_ context.Context, r *pb.LeaseGrantRequest) (*p
 // not.
 func TestAWriteEtcdAppliedAndAnsweredNoSpaceIsNotReportedFailed(t *testing.T) {
 	t.Parallel() // its own server
-	l, err := net.Listen("tcp", "127.0.0.1:0")
-	require.NoError(t, err)
-	gs := grpc.NewServer()
 	srv := &fullOnApply{kvs: map[string][]byte{}}
-	pb.RegisterKVServer(gs, srv)
-	pb.RegisterLeaseServer(gs, srv)
-	go func() { _ = gs.Serve(l) }()
-	t.Cleanup(gs.Stop)
-	s, err := etcdstore.Open(context.Background(), etcdstore.Config{Endpoints: []string{"http://" + l.Addr().String()}, Prefix: "/p", DialTimeout: time.Second})
-	require.NoError(t, err)
-	defer s.Close()
-	ctx, cancel := context.WithTimeout(context.Background(), 1500*time.Millisecond)
-	defer cancel()
-	err = s.Txn(ctx, nil, []store.Op{{Key: "/k", Value: []byte("v")}})
+	err := writeTo(t, srv)
 	srv.mu.Lock()
 	_, landed := srv.kvs["/p/k"]
 	srv.mu.Unlock()
@@ -196,4 +172,29 @@ func TestAWriteEtcdAppliedAndAnsweredNoSpaceIsNotReportedFailed(t *testing.T) {
 	if err != nil {
 		require.Equal(t, types.OutcomeUnknown, types.ClassOf(err), "the write landed, yet the call says: %v", err)
 	}
+}
+
+// member is a fake etcd member's KV and Lease services.
+type member interface {
+	pb.KVServer
+	pb.LeaseServer
+}
+
+// writeTo serves m on loopback and writes /k under prefix /p through the
+// store, within 1.5 s; it returns what the write answered.
+func writeTo(t *testing.T, m member) error {
+	t.Helper()
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	require.NoError(t, err)
+	gs := grpc.NewServer()
+	pb.RegisterKVServer(gs, m)
+	pb.RegisterLeaseServer(gs, m)
+	go func() { _ = gs.Serve(l) }()
+	t.Cleanup(gs.Stop)
+	s, err := etcdstore.Open(context.Background(), etcdstore.Config{Endpoints: []string{"http://" + l.Addr().String()}, Prefix: "/p", DialTimeout: time.Second})
+	require.NoError(t, err)
+	defer s.Close()
+	ctx, cancel := context.WithTimeout(context.Background(), 1500*time.Millisecond)
+	defer cancel()
+	return s.Txn(ctx, nil, []store.Op{{Key: "/k", Value: []byte("v")}})
 }
