@@ -92,7 +92,7 @@ type runner struct {
 func (r *runner) app() *cli.App {
 	app := &cli.App{
 		Name:      r.name,
-		Usage:     fmt.Sprintf("eru resource plugin %q: core runs `%s <verb>` with a JSON request on stdin; `%s serve [--config FILE]` (first on the line) runs the serve daemon", r.name, r.name, r.name),
+		Usage:     fmt.Sprintf("eru resource plugin %q: core runs `%s <verb>` with a JSON request on stdin; `%s [--config FILE] serve` runs the serve daemon", r.name, r.name, r.name),
 		Reader:    r.stdin,
 		Writer:    r.stdout,
 		ErrWriter: r.stderr,
