@@ -159,14 +159,20 @@ func (p registered[N]) Summary(data []byte, shared map[string][]byte) (any, any,
 		return nil, nil, nil, err
 	}
 	capacity, usage := p.r.View(n, Env{Shared: shared})
-	held := p.r.Held(n)
-	if o, ok := p.r.(ObjectHolder[N]); ok {
+	return capacity, usage, heldBy(p.r, n), nil
+}
+
+// heldBy is what a record holds as the node registry counts it: its
+// amounts and, under HeldObjectsKey, the objects it holds (ObjectHolder).
+func heldBy[N any](r Records[N], n N) types.Amounts {
+	held := r.Held(n)
+	if o, ok := r.(ObjectHolder[N]); ok {
 		if count := o.HeldObjects(n); count > 0 {
 			held = held.Clone()
 			held[HeldObjectsKey] = count
 		}
 	}
-	return capacity, usage, held, nil
+	return held
 }
 
 // ObjectHolder is a resource whose records hold, beside their amounts,

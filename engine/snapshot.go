@@ -182,7 +182,7 @@ func RecordDecoder[N any](r Records[N]) Decoder {
 		if err != nil {
 			return nil, err
 		}
-		return &DecodedRecord{Record: n, Held: r.Held(n)}, nil
+		return &DecodedRecord{Record: n, Held: heldBy(r, n)}, nil
 	}}
 }
 

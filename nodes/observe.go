@@ -169,7 +169,8 @@ func (m Measurement) observe(prev *Observation, now time.Time, memoryTight int64
 		o.Pools = m.Pools
 	}
 	if m.ClockMaxError != nil {
-		ms := m.ClockMaxError.Milliseconds()
+		// A bound, so rounded up: 500.9ms is beyond a 500ms tolerance.
+		ms := (*m.ClockMaxError + time.Millisecond - 1).Milliseconds()
 		o.Clock.MaxErrorMs = &ms
 	}
 	if m.Offset != nil {

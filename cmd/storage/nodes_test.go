@@ -331,6 +331,13 @@ func TestHeartbeatObservations(t *testing.T) {
 			require.True(t, r.Observation.Clock.ExceedsTolerance)
 			require.False(t, placeable(t, env, "n1"))
 		})
+		t.Run("a clock error beyond the tolerance by less than a millisecond blocks placement", func(t *testing.T) {
+			r := heartbeat(t, env, "n1", procRoot(t, "boot-a", 4<<20), "--clock-max-error", "500.9ms")
+			require.True(t, r.Observation.Clock.ExceedsTolerance, "500.9ms > 500ms")
+			require.False(t, placeable(t, env, "n1"))
+			r = heartbeat(t, env, "n1", procRoot(t, "boot-a", 4<<20), "--clock-max-error", "500ms")
+			require.False(t, r.Observation.Clock.ExceedsTolerance, "500ms is within 500ms")
+		})
 		t.Run("a host short of memory blocks placement", func(t *testing.T) {
 			r := heartbeat(t, env, "n1", procRoot(t, "boot-a", 100<<10))
 			require.NotNil(t, r.Observation.MemoryTight)
