@@ -25,7 +25,8 @@ func workloadKeys() []string {
 // ParseWorkloadRequest reads a workload request: cpu and memory set request
 // and limit; the -request and -limit keys set each; a limit without a
 // request sets the request; a limit below its request is raised to it.
-// signed allows negative values: a realloc's deltas, not reconciled here.
+// signed allows negative values: a realloc's deltas, taken key by key (a
+// limit delta alone leaves the request) and not reconciled here.
 func ParseWorkloadRequest(raw json.RawMessage, signed bool) (*WorkloadRequest, error) {
 	m, err := types.DecodeObject(raw, "workload request")
 	if err != nil {
@@ -70,13 +71,16 @@ func ParseWorkloadRequest(raw json.RawMessage, signed bool) (*WorkloadRequest, e
 			return nil, step
 		}
 	}
-	if hasCPULim && !hasCPUReq {
-		w.CPURequestMillis = w.CPULimitMillis
-	}
-	if hasMemLim && !hasMemReq {
-		w.MemoryRequest = w.MemoryLimit
-	}
+	// A realloc's deltas are added as they are: a limit delta alone
+	// changes the limit, not the request (the reservation); the result is
+	// reconciled (Realloc).
 	if !signed {
+		if hasCPULim && !hasCPUReq {
+			w.CPURequestMillis = w.CPULimitMillis
+		}
+		if hasMemLim && !hasMemReq {
+			w.MemoryRequest = w.MemoryLimit
+		}
 		w.reconcile()
 	}
 	return w, nil

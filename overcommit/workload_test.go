@@ -36,6 +36,7 @@ func TestParseWorkloadRequest(t *testing.T) {
 		{name: "a signed delta may shrink", in: `{"cpu": -1, "memory": "-1G"}`, signed: true, want: WorkloadRequest{-1000, -1000, -gib, -gib}},
 		{name: "a signed delta is not reconciled: the limit delta stays apart", in: `{"memory-request": "-1G"}`, signed: true, want: WorkloadRequest{MemoryRequest: -gib}},
 		{name: "a signed delta of the request alone leaves the limit", in: `{"cpu-request": 1, "cpu-limit": 0}`, signed: true, want: WorkloadRequest{CPURequestMillis: 1000}},
+		{name: "a signed delta of the limit alone leaves the request", in: `{"cpu-limit": -1, "memory-limit": "1G"}`, signed: true, want: WorkloadRequest{CPULimitMillis: -1000, MemoryLimit: gib}},
 		{name: "a memory size with an unknown unit is refused", in: `{"memory": "12Q"}`, err: `memory: size "12Q" is not a number of bytes`},
 		{name: "a negative cpu string is refused", in: `{"cpu": "-1"}`, err: `cpu: cpu "-1" is negative`},
 		{name: "a negative cpu number is refused", in: `{"cpu-request": -1}`, err: `cpu-request: cpu "-1" is negative`},
