@@ -3,6 +3,8 @@ package serve
 import (
 	"context"
 	"net"
+	"net/http"
+	"net/http/httptest"
 	"path/filepath"
 	"testing"
 	"time"
@@ -74,4 +76,42 @@ func TestACallWhoseClientLeavesWhileItWaitsIsWithdrawn(t *testing.T) {
 		require.NoError(t, err)
 		waitFor(t, "the call to run", func() bool { return d.Answered() == 1 })
 	})
+}
+
+// TestAnHTTPRequestWhoseClientLeavesWhileItWaitsIsWithdrawn: as on the
+// socket, a request queued for a seat whose client goes away is counted
+// withdrawn (docs/serve.md: result withdrawn, its client left while it
+// waited), not rejected: flow control refused nobody.
+func TestAnHTTPRequestWhoseClientLeavesWhileItWaitsIsWithdrawn(t *testing.T) {
+	d, _ := flowDaemon(t, oneQueue, nil)
+	srv := httptest.NewServer(d.Handler(""))
+	defer srv.Close()
+	held, err := d.FlowControl().Admit(context.Background(), flowcontrol.Request{Path: "/v1/nodes", Caller: "someone"})
+	require.NoError(t, err)
+	defer held.Done()
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() {
+		req, err := http.NewRequestWithContext(ctx, "GET", srv.URL+"/v1/nodes", nil)
+		if err == nil {
+			var resp *http.Response
+			if resp, err = http.DefaultClient.Do(req); err == nil {
+				_ = resp.Body.Close()
+			}
+		}
+		done <- err
+	}()
+	inqueue := func() float64 {
+		return gauge(t, d, "eru_flowcontrol_current_inqueue_requests", map[string]string{"priority_level": "operator"})
+	}
+	waitFor(t, "the request to queue", func() bool { return inqueue() == 1 })
+	cancel()
+	require.Error(t, <-done)
+	waitFor(t, "the request to leave the queue", func() bool { return inqueue() == 0 })
+	result := func(r string) float64 {
+		return gauge(t, d, "eru_serve_requests_total", map[string]string{"verb": "GET /v1/nodes", "result": r})
+	}
+	waitFor(t, "the withdrawal to be counted", func() bool { return result("withdrawn")+result("rejected") > 0 })
+	require.Equal(t, 1.0, result("withdrawn"))
+	require.Zero(t, result("rejected"), "nobody was refused")
 }

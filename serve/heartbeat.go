@@ -110,6 +110,9 @@ func (d *Daemon) heartbeat(s *stamper, token string) http.HandlerFunc {
 			return
 		}
 		node, err := pathID(strings.TrimSuffix(r.PathValue("action"), ":heartbeat"))
+		if err == nil {
+			err = checkQuery(r, route)
+		}
 		if err != nil {
 			fail(err)
 			return

@@ -11,8 +11,10 @@ import (
 	"log/slog"
 	"net"
 	"net/http"
+	"net/url"
 	"os"
 	"path"
+	"slices"
 	"strconv"
 	"strings"
 	"time"
@@ -181,6 +183,16 @@ const (
 func (d *Daemon) admitted(mux *http.ServeMux) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		adm, rej := d.admit(r.Context(), Request{Kind: "http", Path: r.URL.Path, Caller: caller(r)})
+		if rej != nil && r.Context().Err() != nil {
+			// Its client went away while it waited: nobody refused it and
+			// nobody reads an answer (the socket's "withdrawn").
+			_, route := mux.Handler(r)
+			if route == "" {
+				route = "unmatched"
+			}
+			d.metrics.requests.WithLabelValues(route, "withdrawn").Inc()
+			return
+		}
 		if rej != nil {
 			pfHeaders(w, rej.Level, rej.Schema)
 			w.Header().Set("Retry-After", strconv.Itoa(rej.seconds()))
@@ -274,8 +286,8 @@ func (d *Daemon) operator(route, bin string, takes []string, token string, argsO
 			return
 		}
 		var body opBody
-		var err error
-		if write {
+		err := checkQuery(r, route)
+		if err == nil && write {
 			body, err = decodeBody(r.Body, route, takes)
 		}
 		var args []string
@@ -300,6 +312,39 @@ func (d *Daemon) operator(route, bin string, takes []string, token string, argsO
 		class, msg := classOf(code, string(stderr))
 		writeError(w, httpStatus(class), string(class), msg)
 	}
+}
+
+// queryParams are the query parameters of the routes that take any.
+var queryParams = map[string][]string{
+	"GET /v1/nodes":              {"status"},
+	"GET /v1/pools/{id}/objects": {"node"},
+}
+
+// checkQuery refuses a query parameter the route does not take, one given
+// twice, or a query that does not parse, as a body field is refused:
+// dropped, `?stauts=DRAINED` would list every node and a write's
+// `?if_version=4` would run unguarded.
+func checkQuery(r *http.Request, route string) error {
+	if r.URL.RawQuery == "" {
+		return nil
+	}
+	q, err := url.ParseQuery(r.URL.RawQuery)
+	if err != nil {
+		return types.Invalid("query: %s", err.Error())
+	}
+	takes := queryParams[route]
+	for _, name := range types.SortedKeys(q) {
+		if !slices.Contains(takes, name) {
+			if len(takes) == 0 {
+				return types.Invalid("unknown query parameter %q: %s takes none", name, route)
+			}
+			return types.Invalid("unknown query parameter %q: %s takes %s", name, route, strings.Join(takes, ", "))
+		}
+		if n := len(q[name]); n > 1 {
+			return types.Invalid("query parameter %q given %d times: want it once", name, n)
+		}
+	}
+	return nil
 }
 
 // authorized checks a write's bearer token, answering the refusal when it

@@ -7,6 +7,8 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
+	"net"
+	"net/http"
 	"os"
 	"os/signal"
 	"strings"
@@ -96,13 +98,14 @@ func Main(name string, args []string, stderr io.Writer) int {
 	}
 	go d.ServeSocket()
 	listening := []any{"socket", sc.Socket}
+	var srv *http.Server
 	if sc.HTTP != "" {
-		srv, ln, err := d.ListenHTTP(sc.HTTP, files)
+		var ln net.Listener
+		srv, ln, err = d.ListenHTTP(sc.HTTP, files)
 		if err != nil {
 			_ = d.Shutdown(0)
 			return fail(types.Wrap(types.Unavailable, err, "listen"))
 		}
-		defer shutdownHTTP(srv, sc.ShutdownGrace)
 		listening = append(listening, "http", ln.Addr().String(), "tls", sc.TLS.Cert != "", "mtls", sc.TLS.ClientCA != "")
 	}
 	if sc.Statsd.Address != "" {
@@ -131,9 +134,19 @@ func Main(name string, args []string, stderr io.Writer) int {
 		}
 	}
 	log.Info("shutting down", "grace", sc.ShutdownGrace.String(), "answered", d.Answered())
+	// Both listeners stop taking calls now, and the calls in flight on
+	// either finish within the one grace.
+	httpDone := make(chan struct{})
+	go func() {
+		defer close(httpDone)
+		if srv != nil {
+			shutdownHTTP(srv, sc.ShutdownGrace)
+		}
+	}()
 	if err := d.Shutdown(sc.ShutdownGrace); err != nil {
 		log.Warn("shutdown", "error", err.Error())
 	}
+	<-httpDone
 	return 0
 }
 
