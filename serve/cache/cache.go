@@ -18,6 +18,7 @@
 package cache
 
 import (
+	"bytes"
 	"context"
 	"errors"
 	"fmt"
@@ -86,7 +87,8 @@ type Cache struct {
 	revisionKey []byte
 	prefix      string // etcd prefix, without the trailing slash
 	wait        time.Duration
-	decode      Decode // nil: values are not decoded
+	decode      Decode       // nil: values are not decoded
+	listed      func(*Cache) // run between a list and its watch (tests only)
 
 	// mu orders the watch's batches against readers: a reader holds it for
 	// reading while it copies keys, so it sees whole transactions only. As
@@ -126,6 +128,12 @@ type Cache struct {
 // reads etcd directly. Close stops the watch and closes the client; it does
 // not close under. decode, when not nil, decodes each value as it arrives.
 func New(under Underlying, prefix string, wait time.Duration, decode Decode) (*Cache, error) {
+	return newCache(under, prefix, wait, decode, nil)
+}
+
+// newCache is New with a function run between each list and its watch
+// (tests only).
+func newCache(under Underlying, prefix string, wait time.Duration, decode Decode, listed func(*Cache)) (*Cache, error) {
 	client, err := etcdwatch.Dial(under.Config())
 	if err != nil {
 		return nil, fmt.Errorf("etcd watch client: %w", err)
@@ -138,6 +146,7 @@ func New(under Underlying, prefix string, wait time.Duration, decode Decode) (*C
 		prefix:  strings.TrimSuffix(prefix, "/"),
 		wait:    wait,
 		decode:  decode,
+		listed:  listed,
 		kv:      map[string]*entry{},
 		changed: make(chan struct{}),
 		cancel:  cancel,
@@ -202,13 +211,16 @@ func (c *Cache) run(ctx context.Context) {
 		if err != nil {
 			continue
 		}
+		if c.listed != nil {
+			c.listed(c)
+		}
 		c.watch(ctx, rev)
 	}
 }
 
 // list reads the whole prefix and replaces the cache with it. A key still
-// at the revision the cache held keeps its decoding; the others are decoded
-// over every CPU.
+// at the revision and value the cache held keeps its decoding; the others
+// are decoded over every CPU.
 func (c *Cache) list(ctx context.Context) (int64, error) {
 	lctx, cancel := context.WithTimeout(ctx, 30*time.Second)
 	defer cancel()
@@ -223,7 +235,9 @@ func (c *Cache) list(ctx context.Context) (int64, error) {
 	parallel(len(resp.Kvs), func(i int) {
 		it := resp.Kvs[i]
 		keys[i] = strings.TrimPrefix(string(it.Key), c.prefix)
-		if e, ok := old[keys[i]]; ok && e.modRev == it.ModRevision {
+		// The same revision of a key in another etcd's history (one that
+		// went back: wiped, or restored) may hold another value.
+		if e, ok := old[keys[i]]; ok && e.modRev == it.ModRevision && bytes.Equal(e.value, it.Value) {
 			entries[i] = e
 			return
 		}
@@ -293,8 +307,8 @@ func (c *Cache) advance(rev int64, reset bool) {
 
 // relist marks the cache unsynced and ends its watch, which lists again.
 func (c *Cache) relist() {
-	c.ready.Store(false)
 	c.mu.Lock()
+	c.ready.Store(false) // under mu: see watch
 	stop := c.stopWatch
 	c.mu.Unlock()
 	if stop != nil {
@@ -307,6 +321,12 @@ func (c *Cache) watch(ctx context.Context, rev int64) {
 	wctx, cancel := context.WithCancel(clientv3.WithRequireLeader(ctx))
 	defer cancel()
 	c.mu.Lock()
+	if !c.ready.Load() {
+		// A relist was asked for since the list, before this watch could
+		// be stopped: list again rather than watch on unsynced for good.
+		c.mu.Unlock()
+		return
+	}
 	c.stopWatch = cancel
 	c.mu.Unlock()
 	ch := c.client.Watch(wctx, c.prefix+"/", clientv3.WithPrefix(), clientv3.WithRev(rev+1), clientv3.WithProgressNotify())
@@ -471,23 +491,27 @@ func (c *Cache) linearizableAt(ctx context.Context, ahead *revision) bool {
 		return false
 	}
 	var (
-		rev   int64
-		asked time.Time
-		err   error
+		rev, floor int64
+		asked      time.Time
+		err        error
 	)
 	if ahead != nil && ahead.take() {
-		rev, asked, err = ahead.wait(ctx)
+		rev, floor, asked, err = ahead.wait(ctx)
 	} else {
+		floor = c.applied.Load()
 		rev, err = c.currentRevision(ctx)
 		asked = time.Now()
 	}
 	if err != nil {
 		return false // the direct read reports etcd's failure as the store does
 	}
-	if rev < c.applied.Load() {
-		// etcd's revisions never go back: this is another etcd at the same
-		// address (wiped, or restored without a bump), whose history the
-		// cache's copy is not. Read it directly until a fresh list.
+	if rev < floor {
+		// etcd's revisions never go back, and the revision was asked for
+		// after the cache had applied floor: this is another etcd at the
+		// same address (wiped, or restored without a bump), whose history
+		// the cache's copy is not. Read it directly until a fresh list.
+		// (A revision below what the watch applied since it was asked for
+		// is only an answer overtaken by later writes.)
 		c.relist()
 		return false
 	}
@@ -504,6 +528,7 @@ func (c *Cache) linearizableAt(ctx context.Context, ahead *revision) bool {
 type revision struct {
 	done   chan struct{} // closed once rev, asked and err are set
 	rev    int64
+	floor  int64     // the revision the cache had applied when rev was asked for
 	asked  time.Time // when etcd's answer arrived
 	err    error
 	taken  atomic.Bool
@@ -514,12 +539,12 @@ type revision struct {
 func (r *revision) take() bool { return r.taken.CompareAndSwap(false, true) }
 
 // wait waits for etcd's answer, at most until ctx ends.
-func (r *revision) wait(ctx context.Context) (int64, time.Time, error) {
+func (r *revision) wait(ctx context.Context) (int64, int64, time.Time, error) {
 	select {
 	case <-r.done:
-		return r.rev, r.asked, r.err
+		return r.rev, r.floor, r.asked, r.err
 	case <-ctx.Done():
-		return 0, time.Time{}, ctx.Err()
+		return 0, 0, time.Time{}, ctx.Err()
 	}
 }
 
@@ -552,6 +577,7 @@ func (c *Cache) Ahead() *Ahead {
 	r := &revision{done: make(chan struct{}), cancel: cancel}
 	go func() {
 		defer close(r.done)
+		r.floor = c.applied.Load()
 		r.rev, r.err = c.currentRevision(ctx)
 		r.asked = time.Now()
 	}()

@@ -227,3 +227,33 @@ func TestAViewStaysAtItsRevisionWhileTheWatchGoesOn(t *testing.T) {
 		})
 	}
 }
+
+func TestARevisionOlderThanAWriteAppliedSinceIsNoReasonToList(t *testing.T) {
+	ctx := context.Background()
+	c, s, _ := newCache(t)
+	require.NoError(t, s.Txn(ctx, nil, []store.Op{{Key: "/k", Value: []byte("1")}}))
+	_, _, err := store.Get(ctx, c, "/k") // the watch has applied it
+	require.NoError(t, err)
+	a := c.Ahead()
+	defer a.Done()
+	time.Sleep(200 * time.Millisecond) // etcd has answered the revision asked ahead
+	// Another writer's write, acknowledged after the call began: the watch
+	// applies it before the call reads, past the revision asked ahead.
+	require.NoError(t, s.Txn(ctx, nil, []store.Op{{Key: "/k", Value: []byte("2")}}))
+	require.Eventually(t, func() bool {
+		v, err := c.StaleView([]string{"/k"}, nil)
+		require.NoError(t, err)
+		got, _ := v.Get("/k")
+		return string(got) == "2"
+	}, 5*time.Second, time.Millisecond, "the watch has applied the write")
+	before := c.Stats()
+	got, ok, err := store.Get(ctx, a, "/k")
+	require.NoError(t, err)
+	require.True(t, ok)
+	require.Equal(t, "2", string(got))
+	after := c.Stats()
+	require.True(t, after.Ready, "etcd did not go back: the cache stays synced")
+	require.Equal(t, before.Cached+1, after.Cached, "answered from memory")
+	time.Sleep(300 * time.Millisecond)
+	require.Equal(t, before.Restarts, c.Stats().Restarts, "no re-list")
+}

@@ -4,6 +4,7 @@ import (
 	"context"
 	"net"
 	"net/url"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -154,4 +155,79 @@ func TestTheCacheAcrossEtcdRestarts(t *testing.T) {
 		require.NoError(t, err)
 		require.Equal(t, "after", string(got))
 	})
+}
+
+func TestAfterEtcdWentBackTheListKeepsNoValueOfTheEtcdBefore(t *testing.T) {
+	ctx := context.Background()
+	e := newOwnEtcd(t)
+	// A wait long enough for the cache's connection to come back after
+	// etcd restarts: the first read learns the revision went back.
+	c, s := cacheOf(t, e, 5*time.Second)
+	for range 10 {
+		require.NoError(t, s.Txn(ctx, nil, []store.Op{{Key: "/filler", Value: []byte("x")}}))
+	}
+	require.NoError(t, s.Txn(ctx, nil, []store.Op{{Key: "/k", Value: []byte("before")}}))
+	got, _, err := store.Get(ctx, c, "/k")
+	require.NoError(t, err)
+	require.Equal(t, "before", string(got))
+	modRev := c.Stats().Applied // /k's modification revision in the etcd before
+	e.stop()
+	e.start(e.t.TempDir()) // the same address, no data: its history is another
+	require.Eventually(t, func() bool {
+		return s.Txn(ctx, nil, []store.Op{{Key: "/other", Value: []byte("y")}}) == nil
+	}, 10*time.Second, 10*time.Millisecond)
+	client := e.server.Client(t)
+	for {
+		resp, err := client.Get(ctx, "/none")
+		require.NoError(t, err)
+		if resp.Header.Revision >= modRev-1 {
+			require.Equal(t, modRev-1, resp.Header.Revision)
+			break
+		}
+		require.NoError(t, s.Txn(ctx, nil, []store.Op{{Key: "/other", Value: []byte("y")}}))
+	}
+	// A read sees the revision went back and the cache lists again; before
+	// it does, /k is written at the revision it had in the etcd before.
+	_, ok, err := store.Get(ctx, c, "/k")
+	require.NoError(t, err)
+	require.False(t, ok)
+	require.False(t, c.Ready(), "the cache lists again")
+	require.NoError(t, s.Txn(ctx, nil, []store.Op{{Key: "/k", Value: []byte("after")}}))
+	direct, err := s.Read(ctx, []string{"/k"}, nil)
+	require.NoError(t, err)
+	require.Equal(t, modRev, direct.Items["/k"].ModRevision, "the same key at the same revision, another value")
+	require.Eventually(t, c.Ready, 10*time.Second, 10*time.Millisecond, "the cache lists the new etcd")
+	before := c.Stats()
+	got, _, err = store.Get(ctx, c, "/k")
+	require.NoError(t, err)
+	require.Equal(t, "after", string(got), "not the value of the etcd before")
+	require.Equal(t, before.Cached+1, c.Stats().Cached, "answered from memory")
+}
+
+func TestARelistAskedRightAfterAListIsNotLost(t *testing.T) {
+	ctx := context.Background()
+	var once atomic.Bool
+	// A read that found etcd's revision gone back asks for a list just as
+	// the cache has listed, before its watch has started.
+	e := newOwnEtcd(t)
+	s, err := etcdstore.Open(ctx, etcdstore.Config{Endpoints: []string{e.server.Endpoint}, Prefix: "/p", DialTimeout: 5 * time.Second})
+	require.NoError(t, err)
+	c, err := cache.NewListed(s, "/p", 300*time.Millisecond, func(c *cache.Cache) {
+		if once.CompareAndSwap(false, true) {
+			c.Relist()
+		}
+	})
+	require.NoError(t, err)
+	t.Cleanup(func() {
+		require.NoError(t, c.Close())
+		require.NoError(t, s.Close())
+	})
+	require.Eventually(t, once.Load, 10*time.Second, 10*time.Millisecond, "the cache has listed")
+	require.NoError(t, s.Txn(ctx, nil, []store.Op{{Key: "/k", Value: []byte("1")}}))
+	require.Eventually(t, c.Ready, 5*time.Second, 10*time.Millisecond, "the cache lists again and is synced")
+	before := c.Stats()
+	got, _, err := store.Get(ctx, c, "/k")
+	require.NoError(t, err)
+	require.Equal(t, "1", string(got))
+	require.Equal(t, before.Cached+1, c.Stats().Cached, "answered from memory")
 }
