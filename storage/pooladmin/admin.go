@@ -7,6 +7,7 @@ package pooladmin
 
 import (
 	"context"
+	"errors"
 	"maps"
 	"slices"
 	"strings"
@@ -248,18 +249,33 @@ func (a *Admin) DeclareLost(ctx context.Context, id string, cmd nodes.Command) (
 	if err := pool.ValidID(id); err != nil {
 		return nodes.Answer[Lost]{}, err
 	}
-	st, err := a.read(ctx)
-	if err != nil {
-		return nodes.Answer[Lost]{}, err
+	for {
+		st, err := a.read(ctx)
+		if err != nil {
+			return nodes.Answer[Lost]{}, err
+		}
+		keys := dedupe(append([]string{storage.PoolKey(id)}, st.keys...))
+		answer, err := a.declareLost(ctx, id, cmd, keys)
+		if !errors.Is(err, errUnreadHolder) {
+			return answer, err
+		}
 	}
-	keys := append([]string{storage.PoolKey(id)}, st.keys...)
-	return nodes.Run(ctx, a.Store, cmd, dedupe(keys), a.now(), func(tx *store.Tx) (Lost, error) {
+}
+
+// declareLost is one transaction of DeclareLost over keys.
+func (a *Admin) declareLost(ctx context.Context, id string, cmd nodes.Command, keys []string) (nodes.Answer[Lost], error) {
+	return nodes.Run(ctx, a.Store, cmd, keys, a.now(), func(tx *store.Tx) (Lost, error) {
 		st, err := decodeState(tx.Get, func(prefix string) []string { return under(keys, prefix) })
 		if err != nil {
 			return Lost{}, err
 		}
 		rec, err := getRecord(tx, id)
 		if err != nil {
+			return Lost{}, err
+		}
+		// A member added since the state was read (a new record
+		// declaring the pool) is read again, not passed over.
+		if err := a.checkHolders(ctx, id, keys, true); err != nil {
 			return Lost{}, err
 		}
 		if err := cmd.CheckVersion("pool "+id, rec.Version); err != nil {
@@ -341,18 +357,41 @@ func (a *Admin) Repair(ctx context.Context, id string, cmd nodes.Command) (nodes
 	if err := pool.ValidID(id); err != nil {
 		return nodes.Answer[pool.Drift]{}, err
 	}
-	st, err := a.read(ctx)
-	if err != nil {
-		return nodes.Answer[pool.Drift]{}, err
+	for {
+		st, err := a.read(ctx)
+		if err != nil {
+			return nodes.Answer[pool.Drift]{}, err
+		}
+		keys := dedupe(append([]string{storage.PoolKey(id)}, st.keys...))
+		answer, err := a.repair(ctx, id, cmd, keys)
+		if !errors.Is(err, errUnreadHolder) {
+			return answer, err
+		}
 	}
-	keys := append([]string{storage.PoolKey(id)}, st.keys...)
-	return nodes.Run(ctx, a.Store, cmd, dedupe(keys), a.now(), func(tx *store.Tx) (pool.Drift, error) {
+}
+
+// errUnreadHolder ends a pool command's transaction that found, after its
+// read, a node record keeping objects of the pool (or declaring it) that
+// the transaction does not read (created since the state was read): the
+// command reads again.
+var errUnreadHolder = errors.New("a node record of the pool was not read by the command")
+
+// repair is one transaction of Repair over keys.
+func (a *Admin) repair(ctx context.Context, id string, cmd nodes.Command, keys []string) (nodes.Answer[pool.Drift], error) {
+	return nodes.Run(ctx, a.Store, cmd, keys, a.now(), func(tx *store.Tx) (pool.Drift, error) {
 		st, err := decodeState(tx.Get, func(prefix string) []string { return under(keys, prefix) })
 		if err != nil {
 			return pool.Drift{}, err
 		}
 		rec, err := getRecord(tx, id)
 		if err != nil {
+			return pool.Drift{}, err
+		}
+		// The compares cover the records read; a record created since
+		// with objects in the pool moved the pool's counters (every
+		// write of an object does), so its compare fails once the record
+		// exists. One created before this attempt's read is found here.
+		if err := a.checkHolders(ctx, id, keys, false); err != nil {
 			return pool.Drift{}, err
 		}
 		for _, d := range pool.Check(map[string]*pool.Record{id: rec}, st.objects()) {
@@ -368,6 +407,39 @@ func (a *Admin) Repair(ctx context.Context, id string, cmd nodes.Command) (nodes
 		}
 		return pool.Drift{Pool: id}, nil
 	})
+}
+
+// checkHolders scans the storage node records now, after the transaction's
+// read, for one keys do not name that keeps an object living in or moving
+// to pool id, or declares it when declares is set (or that cannot be
+// decoded): errUnreadHolder.
+func (a *Admin) checkHolders(ctx context.Context, id string, keys []string, declares bool) error {
+	snap, err := a.Store.Read(ctx, nil, []string{recordPrefix})
+	if err != nil {
+		return err
+	}
+	named := map[string]bool{}
+	for _, k := range keys {
+		named[k] = true
+	}
+	for _, it := range snap.Under(recordPrefix) {
+		if named[it.Key] || strings.Contains(strings.TrimPrefix(it.Key, recordPrefix), "/") {
+			continue
+		}
+		n, err := storage.DecodeNode(it.Value)
+		if err != nil {
+			return errUnreadHolder
+		}
+		if _, ok := n.Capacity.Pools[id]; ok && declares {
+			return errUnreadHolder
+		}
+		for _, obj := range n.Objects() {
+			if obj.Pool == id || obj.MovingTo == id {
+				return errUnreadHolder
+			}
+		}
+	}
+	return nil
 }
 
 // under are the keys of list below prefix, in order.
