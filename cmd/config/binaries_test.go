@@ -131,7 +131,7 @@ func TestEtcdSettingsTheClientRefusesNameTheFileAndTheKey(t *testing.T) {
 			}},
 		{"an endpoint without its port", "etcd:\n  machines: [localhost]\n",
 			func(string) string {
-				return `etcd.machines: endpoint "http://localhost": not http://host:port or https://host:port`
+				return `etcd.machines: endpoint "localhost": not host:port, http://host:port or https://host:port`
 			}},
 	} {
 		t.Run(c.name+" is refused in one line naming the config file and the key", func(t *testing.T) {

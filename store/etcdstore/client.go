@@ -127,7 +127,8 @@ func CheckEndpoint(e string, tlsFiles bool) error {
 // endpointHost is the host:port of an etcd endpoint and whether it speaks
 // TLS, as clientv3 reads an endpoint: http:// is plain, https:// is TLS, and
 // a bare host:port is TLS when TLS files are configured.
-func endpointHost(e string, tlsFiles bool) (string, bool, error) {
+func endpointHost(written string, tlsFiles bool) (string, bool, error) {
+	e := written
 	if !strings.Contains(e, "://") {
 		scheme := "http"
 		if tlsFiles {
@@ -137,13 +138,13 @@ func endpointHost(e string, tlsFiles bool) (string, bool, error) {
 	}
 	u, err := url.Parse(e)
 	if err != nil {
-		return "", false, fmt.Errorf("endpoint %q: %w", e, err)
+		return "", false, fmt.Errorf("endpoint %q: %w", written, err)
 	}
 	if (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" || u.Port() == "" {
 		// Without a port net/http would dial host:80, which secure does
 		// not name: an https:// endpoint would be spoken to in clear text
 		// (credentials included) on port 80.
-		return "", false, fmt.Errorf("endpoint %q: not http://host:port or https://host:port", e)
+		return "", false, fmt.Errorf("endpoint %q: not host:port, http://host:port or https://host:port", written)
 	}
 	return u.Host, u.Scheme == "https", nil
 }

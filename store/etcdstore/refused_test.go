@@ -3,6 +3,7 @@ package etcdstore_test
 import (
 	"bytes"
 	"context"
+	"fmt"
 	"net"
 	"sync"
 	"testing"
@@ -64,7 +65,7 @@ func TestAnEndpointWithoutAPortIsRefused(t *testing.T) {
 			if s != nil {
 				_ = s.Close()
 			}
-			require.ErrorContains(t, err, "not http://host:port or https://host:port")
+			require.ErrorContains(t, err, fmt.Sprintf("endpoint %q: not host:port, http://host:port or https://host:port", endpoint), "the endpoint as written")
 			require.Equal(t, types.InvalidArgument, types.ClassOf(err), "%v", err)
 		})
 	}
