@@ -304,15 +304,7 @@ func TestACallToADaemonTakingNoneGivesUpAtTheStallTime(t *testing.T) {
 	}
 	for _, verb := range []string{"get-node-resource-info", "set-node-resource-usage"} {
 		t.Run("a "+verb+" to a daemon whose listen queue is full", func(t *testing.T) {
-			path := socketInFreshDir(t)
-			fd, err := unix.Socket(unix.AF_UNIX, unix.SOCK_STREAM|unix.SOCK_CLOEXEC, 0)
-			require.NoError(t, err)
-			defer unix.Close(fd)
-			require.NoError(t, unix.Bind(fd, &unix.SockaddrUnix{Name: path}))
-			require.NoError(t, unix.Listen(fd, 0)) // a queue of one: a full one after a single caller
-			earlier, err := dial(path, 0)
-			require.NoError(t, err)
-			defer earlier.Close()
+			fullListenQueue(t)
 			o, took := forward(t, verb, `{"nodename": "n1"}`)
 			require.False(t, o.Handled)
 			require.GreaterOrEqual(t, took, stall)
@@ -422,15 +414,7 @@ func TestTheConfigScanStopsWhereTheCommandTreeDoes(t *testing.T) {
 // stall time, not a whole new one.
 func TestSignalsDoNotExtendTheConnectStall(t *testing.T) {
 	const stall = 200 * time.Millisecond
-	path := socketInFreshDir(t)
-	fd, err := unix.Socket(unix.AF_UNIX, unix.SOCK_STREAM|unix.SOCK_CLOEXEC, 0)
-	require.NoError(t, err)
-	defer unix.Close(fd)
-	require.NoError(t, unix.Bind(fd, &unix.SockaddrUnix{Name: path}))
-	require.NoError(t, unix.Listen(fd, 0)) // a queue of one: a full one after a single caller
-	earlier, err := dial(path, 0)
-	require.NoError(t, err)
-	defer earlier.Close()
+	fullListenQueue(t)
 	forwardUnderSignals(t, "set-node-resource-usage", stall, "a connect to a daemon taking no connection")
 }
 
@@ -502,4 +486,20 @@ func TestNoForwardEnvWinsOverAnInheritedSetting(t *testing.T) {
 			require.Equal(t, append(kept, EnvNoForward+"=1"), env, "everything else kept, in order")
 		})
 	}
+}
+
+// fullListenQueue makes the socket the calls of this test find (see
+// socketInFreshDir) one that a daemon listens on and takes no connection
+// from, its queue already full (a stopped daemon), until the test ends.
+func fullListenQueue(t *testing.T) {
+	t.Helper()
+	path := socketInFreshDir(t)
+	fd, err := unix.Socket(unix.AF_UNIX, unix.SOCK_STREAM|unix.SOCK_CLOEXEC, 0)
+	require.NoError(t, err)
+	t.Cleanup(func() { _ = unix.Close(fd) })
+	require.NoError(t, unix.Bind(fd, &unix.SockaddrUnix{Name: path}))
+	require.NoError(t, unix.Listen(fd, 0)) // a queue of one: a full one after a single caller
+	earlier, err := dial(path, 0)
+	require.NoError(t, err)
+	t.Cleanup(func() { _ = earlier.Close() })
 }
