@@ -246,6 +246,13 @@ func (c *Controller) applyLocked(cfg Config) {
 		fresh := false
 		if l != nil && l.exempt == exempt {
 			delete(old, spec.Name)
+		} else {
+			// A level an earlier reload removed (or retyped) that still
+			// drains comes back as it is, as Kubernetes revives a quiescing
+			// level: its requests keep holding its seats.
+			l = c.reviveLocked(spec.Name, exempt)
+		}
+		if l != nil {
 			if !exempt {
 				// Validated, so the shape is accepted.
 				_ = l.qs.SetConfig(queueConfig(spec))
@@ -606,6 +613,18 @@ func (t *Ticket) Done() {
 	c.m.seatsInUse.WithLabelValues(t.level, t.schema).Sub(float64(t.width))
 	c.m.execTime.WithLabelValues(t.level, t.schema).Observe(c.clk.Now().Sub(t.started).Seconds())
 	c.dropRetiredLocked(l)
+}
+
+// reviveLocked takes back a draining level of that name and type, if any.
+func (c *Controller) reviveLocked(name string, exempt bool) *level {
+	i := slices.IndexFunc(c.retiring, func(l *level) bool { return l.spec.Name == name && l.exempt == exempt })
+	if i < 0 {
+		return nil
+	}
+	l := c.retiring[i]
+	c.retiring = slices.Delete(c.retiring, i, i+1)
+	l.retiring = false
+	return l
 }
 
 // dropRetiredLocked forgets a removed level once its last request is done.

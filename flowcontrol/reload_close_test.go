@@ -99,3 +99,75 @@ func TestAJailKeptAcrossAReloadKeepsItsLimit(t *testing.T) {
 	require.Equal(t, after.Min, after.Current, "the kept 0, raised to the new lower bound")
 	require.Less(t, after.Current, after.Nominal)
 }
+
+// TestALevelRestoredWhileItDrainsKeepsItsRequestsSeats: a level removed by
+// one reload and restored by the next while its requests still run is the
+// same level again (as Kubernetes revives a quiescing level): the requests it
+// admitted still hold its seats, so it admits no more than its limit.
+func TestALevelRestoredWhileItDrainsKeepsItsRequestsSeats(t *testing.T) {
+	ctx := context.Background()
+	reject := &LimitResponse{Type: ResponseReject}
+	queue := &LimitResponse{Type: ResponseQueue, Queues: ptr(4), HandSize: ptr(1), QueueLengthLimit: ptr(1)}
+	for _, tc := range []struct {
+		name     string
+		response *LimitResponse
+		retype   bool // the reload in between makes the level Exempt instead of removing it
+	}{
+		{"a Reject level removed and restored", reject, false},
+		{"a Queue level removed and restored", queue, false},
+		{"a Reject level made Exempt and made Limited again", reject, true},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			cfg := Config{
+				ServerConcurrency: ptr(4),
+				Levels: []Level{
+					{Name: "work", Type: TypeLimited, LimitResponse: tc.response},
+					{Name: "rest", Type: TypeLimited, LimitResponse: &LimitResponse{Type: ResponseReject}},
+				},
+				Schemas: []Schema{
+					{Name: "work", Precedence: 1, Level: "work", Match: Match{Verbs: []string{"work"}}},
+					{Name: "rest", Precedence: 2, Level: "rest", Match: Match{Any: true}},
+				},
+			}.WithDefaults()
+			c, err := New(cfg, clock.NewFake(time.Now()), nil)
+			require.NoError(t, err)
+			defer c.Close()
+			lim, _ := c.Limits("work")
+			var held []*Ticket
+			for range lim.Current {
+				tk, err := c.Admit(ctx, Request{Verb: "work"})
+				require.NoError(t, err)
+				held = append(held, tk)
+			}
+			between := cfg
+			if tc.retype {
+				between.Levels = []Level{{Name: "work", Type: TypeExempt}, cfg.Levels[1]}
+				between = between.WithDefaults()
+			} else {
+				between.Levels = cfg.Levels[1:]
+				between.Schemas = cfg.Schemas[1:]
+			}
+			require.NoError(t, c.Reload(between))
+			require.NoError(t, c.Reload(cfg))
+
+			c.mu.Lock()
+			retiring, inUse := len(c.retiring), c.levels["work"].qs.SeatsInUse()
+			c.mu.Unlock()
+			require.Equal(t, lim.Current, inUse, "its requests still hold its seats")
+			require.Zero(t, retiring, "the draining level is the restored one")
+			if tc.response == reject {
+				_, err = c.Admit(ctx, Request{Verb: "work"})
+				rej, ok := IsRejected(err)
+				require.True(t, ok, "the level is full: %v", err)
+				require.Equal(t, ReasonConcurrencyLimit, rej.Reason)
+			}
+			for _, tk := range held {
+				tk.Done()
+			}
+			c.mu.Lock()
+			inUse = c.levels["work"].qs.SeatsInUse()
+			c.mu.Unlock()
+			require.Zero(t, inUse, "every seat came back")
+		})
+	}
+}
