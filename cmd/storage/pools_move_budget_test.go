@@ -2,6 +2,7 @@ package main_test
 
 import (
 	"bufio"
+	"bytes"
 	"io"
 	"os"
 	"os/exec"
@@ -74,9 +75,14 @@ func TestPoolMoveOutlastsTheCallTimeout(t *testing.T) {
 		a, b, _, objects := movablePoolObjects(t, env, 2)
 		for _, object := range objects {
 			require.NoError(t, os.Mkdir(filepath.Join(a, object), 0o755))
+			// Data, not a hole: the copy keeps holes, which take no time.
 			f, err := os.Create(filepath.Join(a, object, "big"))
 			require.NoError(t, err)
-			require.NoError(t, f.Truncate(256<<20))
+			chunk := bytes.Repeat([]byte{0xab}, 1<<20)
+			for range 256 {
+				_, err = f.Write(chunk)
+				require.NoError(t, err)
+			}
 			require.NoError(t, f.Close())
 		}
 

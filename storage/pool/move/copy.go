@@ -30,6 +30,8 @@ import (
 	"strings"
 	"syscall"
 
+	"golang.org/x/sys/unix"
+
 	"github.com/eru-extend/resources/storage/pool"
 )
 
@@ -130,6 +132,17 @@ func Copy(ctx context.Context, from, to, id string, opt Options) error {
 	if !root.IsDir() && !root.Mode().IsRegular() {
 		return fmt.Errorf("source %s is neither a directory nor a regular file", p.Source)
 	}
+	// One copier at a time: a second one (the same move run again on
+	// another host or in another terminal) would share the partial tree
+	// and the scratch files.
+	unlock, err := lock(to, id)
+	if err != nil {
+		return err
+	}
+	defer unlock()
+	if _, err := os.Lstat(p.Target); err == nil {
+		return nil // finished by the copier that held the lock before
+	}
 	c := &copier{ctx: ctx, opt: opt, paths: p}
 	if c.opt.ChunkSize <= 0 {
 		c.opt.ChunkSize = 1 << 20
@@ -181,6 +194,11 @@ func Abort(from, to, id string) error {
 			return fmt.Errorf("pool path: %w", err)
 		}
 	}
+	unlock, err := lock(to, id)
+	if err != nil {
+		return err
+	}
+	defer unlock()
 	source := filepath.Join(from, id)
 	for _, path := range []string{filepath.Join(to, "."+id+".partial"), filepath.Join(to, "."+id+".scratch"), filepath.Join(to, id)} {
 		if Holds(path, source) != "" {
@@ -218,7 +236,9 @@ func Holds(path, live string) string {
 }
 
 // Remove removes the copy of object id under pool path root: the source a
-// settled move left, a cleanup entry's copy.
+// settled move left, a cleanup entry's copy (an aborted move's target:
+// its partial tree and scratch files too, which an abort that stopped
+// before its removals leaves).
 func Remove(root, id string) error {
 	if err := pool.ValidObjectID(id); err != nil {
 		return err
@@ -226,10 +246,53 @@ func Remove(root, id string) error {
 	if err := pool.ValidPath(root); err != nil {
 		return fmt.Errorf("pool path: %w", err)
 	}
-	if err := removeAll(filepath.Join(root, id)); err != nil {
-		return fmt.Errorf("removing %s: %w", filepath.Join(root, id), err)
+	unlock, err := lock(root, id)
+	if err != nil {
+		return err
+	}
+	defer unlock()
+	for _, path := range []string{filepath.Join(root, id), filepath.Join(root, "."+id+".partial"), filepath.Join(root, "."+id+".scratch")} {
+		if err := removeAll(path); err != nil {
+			return fmt.Errorf("removing %s: %w", path, err)
+		}
 	}
 	return syncDir(root)
+}
+
+// lock takes the exclusive lock on the copies of object id under pool path
+// root (<root>/.<id>.lock, flock(2): held across hosts by the shared file
+// systems that honour it, released by the kernel when the process dies).
+// A copy, an abort and a removal of one object in one pool never run at
+// once: another process holding it is an error, not a wait.
+func lock(root, id string) (func(), error) {
+	path := filepath.Join(root, "."+id+".lock")
+	for {
+		f, err := os.OpenFile(path, os.O_RDWR|os.O_CREATE, 0o600)
+		if err != nil {
+			return nil, fmt.Errorf("creating the lock %s: %w", path, err)
+		}
+		if err := syscall.Flock(int(f.Fd()), syscall.LOCK_EX|syscall.LOCK_NB); err != nil {
+			f.Close()
+			if errors.Is(err, syscall.EWOULDBLOCK) {
+				return nil, fmt.Errorf("another process is copying or removing object %s in %s (%s is locked)", id, root, path)
+			}
+			return nil, fmt.Errorf("locking %s: %w", path, err)
+		}
+		// The lock counts only if path still names the file locked (a
+		// holder removes it when it is done).
+		a, errA := f.Stat()
+		b, errB := os.Stat(path)
+		if errA == nil && errB == nil && os.SameFile(a, b) {
+			return func() {
+				_ = os.Remove(path)
+				f.Close()
+			}, nil
+		}
+		f.Close()
+		if errA != nil {
+			return nil, fmt.Errorf("locking %s: %w", path, errA)
+		}
+	}
 }
 
 // removeAll removes a tree even where a directory mode forbids writing.
@@ -373,28 +436,9 @@ func (c *copier) copyFile(e entry, dst string) error {
 	if err != nil {
 		return fmt.Errorf("creating %s: %w", tmp, err)
 	}
-	buf := make([]byte, c.opt.ChunkSize)
-	for {
-		if err := c.ctx.Err(); err != nil {
-			out.Close()
-			return err
-		}
-		n, rerr := in.Read(buf)
-		if n > 0 {
-			if _, err := out.Write(buf[:n]); err != nil {
-				out.Close()
-				return fmt.Errorf("writing %s: %w", tmp, err)
-			}
-			c.progress.Bytes += int64(n)
-			c.report()
-		}
-		if errors.Is(rerr, io.EOF) {
-			break
-		}
-		if rerr != nil {
-			out.Close()
-			return fmt.Errorf("reading %s: %w", src, rerr)
-		}
+	if err := c.copyData(in, out, src, tmp); err != nil {
+		out.Close()
+		return err
 	}
 	if err := out.Sync(); err != nil {
 		out.Close()
@@ -412,6 +456,69 @@ func (c *copier) copyFile(e entry, dst string) error {
 	}
 	if err := os.Rename(tmp, dst); err != nil {
 		return fmt.Errorf("placing %s: %w", dst, err)
+	}
+	return nil
+}
+
+// copyData copies in to out region by region: the data the source's file
+// system reports (lseek SEEK_DATA/SEEK_HOLE) is read and written, its
+// holes are left holes, so a sparse file takes in the target the blocks
+// it takes in the source. A file system that cannot tell has one data
+// region, the whole file.
+func (c *copier) copyData(in, out *os.File, src, tmp string) error {
+	info, err := in.Stat()
+	if err != nil {
+		return fmt.Errorf("reading %s: %w", src, err)
+	}
+	size := info.Size()
+	buf := make([]byte, c.opt.ChunkSize)
+	for off := int64(0); off < size; {
+		data, err := in.Seek(off, unix.SEEK_DATA)
+		if errors.Is(err, syscall.ENXIO) {
+			c.progress.Bytes += size - off
+			c.report()
+			break // a hole up to the end
+		}
+		hole := size
+		if err != nil {
+			data = off // no SEEK_DATA here: all of it is data
+		} else if h, err := in.Seek(data, unix.SEEK_HOLE); err == nil {
+			hole = min(h, size)
+		}
+		if data > off {
+			c.progress.Bytes += data - off
+			c.report()
+		}
+		if _, err := in.Seek(data, io.SeekStart); err != nil {
+			return fmt.Errorf("reading %s: %w", src, err)
+		}
+		if _, err := out.Seek(data, io.SeekStart); err != nil {
+			return fmt.Errorf("writing %s: %w", tmp, err)
+		}
+		for pos := data; pos < hole; {
+			if err := c.ctx.Err(); err != nil {
+				return err
+			}
+			n, rerr := in.Read(buf[:min(int64(len(buf)), hole-pos)])
+			if n > 0 {
+				if _, err := out.Write(buf[:n]); err != nil {
+					return fmt.Errorf("writing %s: %w", tmp, err)
+				}
+				pos += int64(n)
+				c.progress.Bytes += int64(n)
+				c.report()
+			}
+			if errors.Is(rerr, io.EOF) {
+				return fmt.Errorf("reading %s: it ended at %d bytes of %d: was it changed during the copy?", src, pos, size)
+			}
+			if rerr != nil {
+				return fmt.Errorf("reading %s: %w", src, rerr)
+			}
+		}
+		off = hole
+	}
+	if err := out.Truncate(size); err != nil {
+		return fmt.Errorf("writing %s: %w", tmp, err)
 	}
 	return nil
 }
