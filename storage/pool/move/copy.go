@@ -120,8 +120,11 @@ func Copy(ctx context.Context, from, to, id string, opt Options) error {
 	if err != nil {
 		return err
 	}
+	// A finished copy is made durable again before it is trusted: a run
+	// killed between renaming it into place and syncing its folder left a
+	// rename a power loss could undo, and the move then settles on it.
 	if _, err := os.Lstat(p.Target); err == nil {
-		return nil
+		return syncDir(to)
 	} else if !errors.Is(err, fs.ErrNotExist) {
 		return fmt.Errorf("checking the target copy: %w", err)
 	}
@@ -141,7 +144,7 @@ func Copy(ctx context.Context, from, to, id string, opt Options) error {
 	}
 	defer unlock()
 	if _, err := os.Lstat(p.Target); err == nil {
-		return nil // finished by the copier that held the lock before
+		return syncDir(to) // finished by the copier that held the lock before
 	}
 	c := &copier{ctx: ctx, opt: opt, paths: p}
 	if c.opt.ChunkSize <= 0 {
