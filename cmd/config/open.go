@@ -2,7 +2,7 @@ package config
 
 import (
 	"context"
-	"os"
+	"errors"
 
 	"github.com/eru-extend/resources/store"
 	"github.com/eru-extend/resources/store/boltstore"
@@ -42,11 +42,8 @@ func (c *Config) Open(ctx context.Context, mode Mode) (store.Store, error) {
 // boltstore.Waits).
 func (c *Config) OpenWaiting(ctx context.Context, mode Mode, waits *boltstore.Waits) (store.Store, error) {
 	if c.UsesEtcd() {
-		if err := c.checkEtcd(); err != nil {
-			return nil, err
-		}
 		dial := min(c.Etcd.DialTimeout, c.Etcd.CallTimeout)
-		return etcdstore.Open(ctx, etcdstore.Config{
+		s, err := etcdstore.Open(ctx, etcdstore.Config{
 			Endpoints:   c.Etcd.Machines,
 			Prefix:      c.Etcd.Prefix,
 			CA:          c.Etcd.CA,
@@ -56,6 +53,16 @@ func (c *Config) OpenWaiting(ctx context.Context, mode Mode, waits *boltstore.Wa
 			Password:    c.Etcd.Password,
 			DialTimeout: dial,
 		})
+		var setting *etcdstore.SettingError
+		if errors.As(err, &setting) {
+			// An endpoint or a TLS file refused: say where it was written.
+			from := "config " + c.File
+			if c.File == "" {
+				from = "built-in defaults"
+			}
+			return nil, types.Wrap(types.ClassOf(err), err, from)
+		}
+		return s, err
 	}
 	opts := boltstore.Options{Prefix: c.Etcd.Prefix, LockTimeout: c.Embedded.LockTimeout, Waits: waits}
 	switch mode {
@@ -70,35 +77,4 @@ func (c *Config) OpenWaiting(ctx context.Context, mode Mode, waits *boltstore.Wa
 		opts.EmptyIfMissing = true
 	}
 	return boltstore.Open(c.Embedded.Path, opts)
-}
-
-// checkEtcd refuses, naming the config file and the key, the etcd settings
-// the client would refuse with neither: an endpoint it cannot dial, a TLS
-// file that cannot be read, a client certificate without its key.
-func (c *Config) checkEtcd() error {
-	from := "config " + c.File
-	if c.File == "" {
-		from = "built-in defaults"
-	}
-	tlsFiles := c.Etcd.CA != "" || c.Etcd.Cert != "" || c.Etcd.Key != ""
-	for _, m := range c.Etcd.Machines {
-		if err := etcdstore.CheckEndpoint(m, tlsFiles); err != nil {
-			return types.Invalid("%s: etcd.machines: %s", from, err)
-		}
-	}
-	for _, f := range []struct{ key, path string }{{"etcd.ca", c.Etcd.CA}, {"etcd.cert", c.Etcd.Cert}, {"etcd.key", c.Etcd.Key}} {
-		if f.path == "" {
-			continue
-		}
-		if _, err := os.ReadFile(f.path); err != nil {
-			return types.Wrap(fileClass(err), err, from+": "+f.key)
-		}
-	}
-	switch {
-	case c.Etcd.Cert != "" && c.Etcd.Key == "":
-		return types.Invalid("%s: etcd.key: missing: etcd.cert is set, and a client certificate needs both", from)
-	case c.Etcd.Cert == "" && c.Etcd.Key != "":
-		return types.Invalid("%s: etcd.cert: missing: etcd.key is set, and a client certificate needs both", from)
-	}
-	return nil
 }

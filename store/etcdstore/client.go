@@ -83,7 +83,7 @@ func newClient(endpoints []string, tlsCfg *tls.Config, dial time.Duration) (*cli
 	for _, e := range endpoints {
 		host, secure, err := endpointHost(e, tlsCfg != nil)
 		if err != nil {
-			return nil, err
+			return nil, &SettingError{Key: "etcd.machines", Err: err}
 		}
 		c.endpoints = append(c.endpoints, &endpoint{base: "http://" + host})
 		c.secure[host] = secure
@@ -114,14 +114,6 @@ func newClient(endpoints []string, tlsCfg *tls.Config, dial time.Duration) (*cli
 	// send the call again, with its token, to wherever it points.
 	c.http = &http.Client{Transport: t, CheckRedirect: func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse }}
 	return c, nil
-}
-
-// CheckEndpoint refuses an endpoint Open would refuse (no port, a scheme
-// other than http or https), so that a config can be refused naming its
-// key; tlsFiles says whether TLS files are configured.
-func CheckEndpoint(e string, tlsFiles bool) error {
-	_, _, err := endpointHost(e, tlsFiles)
-	return err
 }
 
 // endpointHost is the host:port of an etcd endpoint and whether it speaks
@@ -315,13 +307,24 @@ func (p *primedConn) Write(b []byte) (int, error) {
 // system's when none is given).
 func loadTLS(ca, cert, key string) (*tls.Config, error) {
 	cfg := &tls.Config{MinVersion: tls.VersionTLS12}
-	if cert != "" || key != "" {
-		if cert == "" || key == "" {
-			return nil, errors.New("a client certificate needs both etcd.cert and etcd.key")
-		}
-		pair, err := tls.LoadX509KeyPair(cert, key)
+	switch {
+	case cert != "" && key == "":
+		return nil, &SettingError{Key: "etcd.key", Err: errors.New("missing: etcd.cert is set, and a client certificate needs both")}
+	case cert == "" && key != "":
+		return nil, &SettingError{Key: "etcd.cert", Err: errors.New("missing: etcd.key is set, and a client certificate needs both")}
+	}
+	if cert != "" {
+		certPEM, err := os.ReadFile(cert)
 		if err != nil {
-			return nil, err
+			return nil, &SettingError{Key: "etcd.cert", Err: err}
+		}
+		keyPEM, err := os.ReadFile(key)
+		if err != nil {
+			return nil, &SettingError{Key: "etcd.key", Err: err}
+		}
+		pair, err := tls.X509KeyPair(certPEM, keyPEM)
+		if err != nil {
+			return nil, &SettingError{Key: "etcd.cert", Err: fmt.Errorf("%s with %s: %w", cert, key, err)}
 		}
 		// Offered whatever CAs the server names as acceptable, as etcd's
 		// clients do: a certificate of the wrong CA is refused by etcd
@@ -331,16 +334,28 @@ func loadTLS(ca, cert, key string) (*tls.Config, error) {
 	if ca != "" {
 		pem, err := os.ReadFile(ca)
 		if err != nil {
-			return nil, err
+			return nil, &SettingError{Key: "etcd.ca", Err: err}
 		}
 		pool := x509.NewCertPool()
 		if !pool.AppendCertsFromPEM(pem) {
-			return nil, fmt.Errorf("%s: no PEM certificate in it", ca)
+			return nil, &SettingError{Key: "etcd.ca", Err: fmt.Errorf("%s: no PEM certificate in it", ca)}
 		}
 		cfg.RootCAs = pool
 	}
 	return cfg, nil
 }
+
+// SettingError is a setting of Config the client refuses (an endpoint, a
+// TLS file), named by its key in the plugins' config, so that the caller
+// can say where it was written.
+type SettingError struct {
+	Key string // etcd.machines, etcd.ca, etcd.cert or etcd.key
+	Err error
+}
+
+func (e *SettingError) Error() string { return e.Key + ": " + e.Err.Error() }
+
+func (e *SettingError) Unwrap() error { return e.Err }
 
 // live reports whether a connection to some endpoint is up, as far as the
 // last calls tell.

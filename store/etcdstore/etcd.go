@@ -13,6 +13,7 @@ import (
 	"crypto/tls"
 	"errors"
 	"fmt"
+	"io/fs"
 	"math/rand/v2"
 	"strings"
 	"sync"
@@ -63,12 +64,12 @@ func Open(ctx context.Context, cfg Config) (*Store, error) {
 	if cfg.CA != "" || cfg.Cert != "" || cfg.Key != "" {
 		var err error
 		if tlsCfg, err = loadTLS(cfg.CA, cfg.Cert, cfg.Key); err != nil {
-			return nil, types.Wrap(types.InvalidArgument, err, "etcd TLS files")
+			return nil, settingRefused(err)
 		}
 	}
 	c, err := newClient(cfg.Endpoints, tlsCfg, cfg.DialTimeout)
 	if err != nil {
-		return nil, types.Wrap(types.InvalidArgument, err, "etcd "+endpoint)
+		return nil, settingRefused(err)
 	}
 	c.username, c.password = cfg.Username, cfg.Password
 	s := &Store{client: c, cfg: cfg, prefix: strings.TrimSuffix(cfg.Prefix, "/"), endpoint: endpoint, dial: cfg.DialTimeout, tls: tlsCfg}
@@ -331,4 +332,14 @@ func is(err error, targets ...error) bool {
 		}
 	}
 	return false
+}
+
+// settingRefused classes a setting the client refuses: a file the user may
+// not read is permission_denied, anything else invalid_argument. The error
+// stays a *SettingError, so that a config can name its file.
+func settingRefused(err error) error {
+	if errors.Is(err, fs.ErrPermission) {
+		return &types.Error{Class: types.PermissionDenied, Msg: err.Error(), Err: err}
+	}
+	return &types.Error{Class: types.InvalidArgument, Msg: err.Error(), Err: err}
 }
