@@ -3,6 +3,8 @@ package serve
 import (
 	"os"
 	"sync"
+
+	"github.com/eru-extend/resources/cmd/config"
 )
 
 // logFile is the daemon's `log.file`: records are appended to it, and
@@ -11,21 +13,19 @@ import (
 // once the daemon gets SIGHUP. The binaries core execs open the file for
 // each call and need none of this.
 type logFile struct {
-	path string
-	mu   sync.Mutex
-	f    *os.File
+	cfg *config.Config
+	mu  sync.Mutex
+	f   *os.File
 }
 
-func openLogFile(path string) (*logFile, error) {
-	f, err := openAppend(path)
+// openLogFile opens cfg's log.file (config.OpenLog: appending, created when
+// missing); cfg names one.
+func openLogFile(cfg *config.Config) (*logFile, error) {
+	f, err := cfg.OpenLog()
 	if err != nil {
 		return nil, err
 	}
-	return &logFile{path: path, f: f}, nil
-}
-
-func openAppend(path string) (*os.File, error) {
-	return os.OpenFile(path, os.O_APPEND|os.O_CREATE|os.O_WRONLY, 0o644)
+	return &logFile{cfg: cfg, f: f}, nil
 }
 
 // Write appends one record (slog's handlers write each record whole).
@@ -39,7 +39,7 @@ func (l *logFile) Write(p []byte) (int, error) {
 // cannot be opened, records go on to the file open before, and the error
 // says why.
 func (l *logFile) Reopen() error {
-	f, err := openAppend(l.path)
+	f, err := l.cfg.OpenLog()
 	if err != nil {
 		return err
 	}

@@ -68,8 +68,8 @@ func Main(name string, args []string, stderr io.Writer) int {
 	log := slog.New(slog.NewJSONHandler(stderr, nil)).With("daemon", name+" serve", "pid", os.Getpid())
 	var logs *logFile
 	if cfg.Log.File != "" {
-		if logs, err = openLogFile(cfg.Log.File); err != nil {
-			return fail(types.Wrap(types.InvalidArgument, err, "log.file"))
+		if logs, err = openLogFile(cfg); err != nil {
+			return fail(err)
 		}
 		defer logs.Close()
 		log = slog.New(slog.NewJSONHandler(logs, nil)).With("daemon", name+" serve", "pid", os.Getpid())

@@ -45,15 +45,11 @@ func (n *Node) Realloc(ctx context.Context, old *Workload, req *WorkloadRequest)
 	}
 	// A mount whose IO limit the request sets must have a disk to apply
 	// it on, as at deploy.
-	for _, b := range req.Limit {
-		if b.Quota.IsZero() {
-			continue
-		}
-		for i, r := range next.Request {
-			if r.identity() == b.identity() {
-				if err := n.uncoveredLimit(next.Request[i:i+1], next.Limit[i:i+1]); err != nil && !n.unknown {
-					return nil, uncovered(err)
-				}
+	for i, r := range next.Request {
+		sets := slices.ContainsFunc(req.Limit, func(b *VolumeBinding) bool { return !b.Quota.IsZero() && b.identity() == r.identity() })
+		if sets && !n.unknown {
+			if err := n.uncoveredLimit(next.Request[i:i+1], next.Limit[i:i+1]); err != nil {
+				return nil, uncovered(err)
 			}
 		}
 	}
