@@ -20,6 +20,12 @@ type nodeView[N any] struct {
 	reg   *nodes.Entry
 	// others: another plugin has a record of the node (set by write only).
 	others bool
+	// decoded is the snapshot's decoded record rec comes from, if it does
+	// (what the record's answers are remembered on).
+	decoded *DecodedRecord
+	// entry is what reg points to when the view made it itself (one
+	// allocation per node viewed rather than two).
+	entry nodes.Entry
 }
 
 // env collects what the resource's decisions read besides the record, and
@@ -119,18 +125,18 @@ func (e *Engine[N, W]) readNodes(ctx context.Context, names []string, all bool, 
 // before fn sees it and dropping it after, spread over the CPUs when there
 // are many. The workers end before each returns.
 func (e *Engine[N, W]) each(names []string, idx []int, get func(string) ([]byte, bool), fn func(i int, v *nodeView[N])) error {
-	return visit(names, idx, 64, func(node string) (*nodeView[N], error) { return e.view(node, get) }, fn)
+	return visit(names, idx, 64, func(i int) (*nodeView[N], error) { return e.view(names[i], get) }, fn)
 }
 
 // visit calls fn with the view of each name at the indices idx, on one
 // worker per perWorker names (at most one per CPU), and returns the first
 // error a view met (fn is not called for that name). The workers end
 // before visit returns.
-func visit[N any](names []string, idx []int, perWorker int, view func(node string) (*nodeView[N], error), fn func(i int, v *nodeView[N])) error {
+func visit[N any](names []string, idx []int, perWorker int, view func(i int) (*nodeView[N], error), fn func(i int, v *nodeView[N])) error {
 	var mu sync.Mutex
 	var first error
 	one := func(i int) {
-		v, err := view(names[i])
+		v, err := view(i)
 		if err != nil {
 			mu.Lock()
 			if first == nil {

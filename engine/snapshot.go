@@ -7,7 +7,6 @@ import (
 	"slices"
 	"strconv"
 	"strings"
-	"sync"
 	"sync/atomic"
 
 	"github.com/eru-extend/resources/nodes"
@@ -54,17 +53,14 @@ type DecodedRecord struct {
 
 	// capacities remembers what DeployCapacity answered on this record, by
 	// request and environment (capacityKey): a pure function of them, so
-	// it holds while the record is at this revision. At most
-	// maxCapacities requests are remembered.
-	capacities sync.Map
-	remembered atomic.Int32
+	// it holds while the record is at this revision.
+	capacities memo[types.NodeCapacity, [maxCapacities]atomic.Pointer[remembered[types.NodeCapacity]]]
 
 	// samples remembers a node's get-metrics samples the same way, by
 	// podname, the node's status and whether it may take work, and the
-	// shared values (see sampleOf); at most maxSamples of them. They are
-	// shared: whoever reads them must not change them.
-	samples sync.Map
-	sampled atomic.Int32
+	// shared values (see sampleOf). They are shared: whoever reads them
+	// must not change them.
+	samples memo[[]types.Metric, [maxSamples]atomic.Pointer[remembered[[]types.Metric]]]
 }
 
 // maxCapacities and maxSamples bound what one record remembers. Samples
@@ -74,6 +70,41 @@ const (
 	maxCapacities = 16
 	maxSamples    = 2
 )
+
+// remembered is one answer a memo holds, under its key.
+type remembered[T any] struct {
+	key   string
+	value T
+}
+
+// memo remembers the first len(S) answers stored in it, each under its key,
+// and never forgets one: what it holds is a pure function of the key while
+// its record is at one revision. A query of 10,000 nodes looks up one key
+// per node, so a lookup is a scan of a few slots comparing keys (one
+// query's nodes share its key string) rather than a hash of the key.
+type memo[T any, S ~[maxCapacities]atomic.Pointer[remembered[T]] | ~[maxSamples]atomic.Pointer[remembered[T]]] struct {
+	slots S
+	used  atomic.Int32
+}
+
+// load answers the value stored under key, if any.
+func (m *memo[T, S]) load(key string) (T, bool) {
+	n := min(int(m.used.Load()), len(m.slots))
+	for i := range n {
+		if r := m.slots[i].Load(); r != nil && r.key == key {
+			return r.value, true
+		}
+	}
+	var zero T
+	return zero, false
+}
+
+// store remembers value under key while a slot is free.
+func (m *memo[T, S]) store(key string, value T) {
+	if i := int(m.used.Add(1)) - 1; i < len(m.slots) {
+		m.slots[i].Store(&remembered[T]{key: key, value: value})
+	}
+}
 
 // sharedKey names the shared values a decision may read.
 func sharedKey(env Env) string {
@@ -91,13 +122,8 @@ func sharedKey(env Env) string {
 // node's samples are a pure function of its record, the podname asked
 // for, its status, whether it may take work and the shared values.
 func (e *Engine[N, W]) sampleOf(ref types.NodeRef, v *nodeView[N], env Env, r *manyRead[N], shared string) ([]types.Metric, error) {
-	var dr *DecodedRecord
-	if r.snap != nil && v.known {
-		if d, ok := r.snap.Decoded(e.recordKey(ref.Nodename)); ok {
-			dr, _ = d.(*DecodedRecord)
-		}
-	}
-	if dr == nil {
+	dr := v.decoded
+	if r.snap == nil || !v.known || dr == nil {
 		return e.sample(ref, v, env, r)
 	}
 	holds, err := e.holds(ref.Nodename, r)
@@ -109,12 +135,12 @@ func (e *Engine[N, W]) sampleOf(ref types.NodeRef, v *nodeView[N], env Env, r *m
 		schedulable = "1"
 	}
 	key := ref.Podname + "\x00" + string(v.reg.Status(holds, e.Policy)) + "\x00" + schedulable + shared
-	if m, ok := dr.samples.Load(key); ok {
-		return m.([]types.Metric), nil
+	if m, ok := dr.samples.load(key); ok {
+		return m, nil
 	}
 	m, err := e.sample(ref, v, env, r)
-	if err == nil && dr.sampled.Add(1) <= maxSamples {
-		dr.samples.Store(key, m)
+	if err == nil {
+		dr.samples.store(key, m)
 	}
 	return m, err
 }
@@ -131,20 +157,18 @@ func capacityKey(request []byte, env Env) string {
 // computed while the call's context ended is not remembered (the search
 // may have been cut short; the verb fails anyway).
 func (e *Engine[N, W]) capacity(r *manyRead[N], node string, v *nodeView[N], w W, env Env, key string) types.NodeCapacity {
-	var dr *DecodedRecord
-	if key != "" && r.snap != nil && v.known {
-		if d, ok := r.snap.Decoded(e.recordKey(node)); ok {
-			dr, _ = d.(*DecodedRecord)
-		}
+	dr := v.decoded
+	if key == "" || r.snap == nil || !v.known {
+		dr = nil
 	}
 	if dr != nil {
-		if c, ok := dr.capacities.Load(key); ok {
-			return c.(types.NodeCapacity)
+		if c, ok := dr.capacities.load(key); ok {
+			return c
 		}
 	}
 	c := e.Res.DeployCapacity(v.rec, w, env)
-	if dr != nil && (env.Ctx == nil || env.Ctx.Err() == nil) && dr.remembered.Add(1) <= maxCapacities {
-		dr.capacities.Store(key, c)
+	if dr != nil && (env.Ctx == nil || env.Ctx.Err() == nil) {
+		dr.capacities.store(key, c)
 	}
 	return c
 }
@@ -199,6 +223,24 @@ func RegistrationDecoder() Decoder {
 type manyRead[N any] struct {
 	get  func(string) ([]byte, bool)
 	snap Snapshot
+
+	// names are the nodes read, and keys what the read asked for: the
+	// shared keys first (shared of them), then stride keys per node of
+	// names, in order: its records, its registration, its session. A
+	// node's view looks its keys up there instead of building them again.
+	names          []string
+	keys           []string
+	shared, stride int
+}
+
+// keysOf answers the record, registration and session keys of names[i],
+// node, from the read's keys when it has them.
+func (e *Engine[N, W]) keysOf(r *manyRead[N], i int, node string) (record, registration, session string) {
+	if r.keys != nil && i < len(r.names) && r.names[i] == node {
+		at := r.shared + i*r.stride
+		return r.keys[at], r.keys[at+r.stride-2], r.keys[at+r.stride-1]
+	}
+	return e.recordKey(node), nodes.RegistrationKey(node), nodes.SessionKey(node)
 }
 
 // readMany is readNodes (head sees the shared keys and the extras, page
@@ -226,6 +268,7 @@ func (e *Engine[N, W]) readMany(ctx context.Context, names []string, all bool, e
 	}
 	// names are distinct (the callers dedupe them), so are their keys.
 	keys := dedupe(shared)
+	ahead := len(keys)
 	keys = slices.Grow(keys, len(names)*(len(prefixes)+2))
 	for _, n := range names {
 		for _, p := range prefixes {
@@ -267,20 +310,21 @@ func (e *Engine[N, W]) readMany(ctx context.Context, names []string, all bool, e
 	for i := range idx {
 		idx[i] = i
 	}
-	return page(idx, &manyRead[N]{get: snap.Get, snap: snap})
+	return page(idx, &manyRead[N]{get: snap.Get, snap: snap, names: names, keys: keys, shared: ahead, stride: len(prefixes) + 2})
 }
 
 // viewOf is one node as read: from decoded values when the snapshot has
 // them all, else decoded here exactly as view does.
-func (e *Engine[N, W]) viewOf(node string, r *manyRead[N]) (*nodeView[N], error) {
+func (e *Engine[N, W]) viewOf(i int, node string, r *manyRead[N]) (*nodeView[N], error) {
 	if r.snap == nil {
 		return e.view(node, r.get)
 	}
 	// The record is the decoded one, shared; an empty one is made only for
 	// a node without a record (a node's worth of allocation per node read
 	// otherwise, thrown away).
-	v := &nodeView[N]{name: node, reg: &nodes.Entry{}}
-	key := e.recordKey(node)
+	v := &nodeView[N]{name: node}
+	v.reg = &v.entry
+	key, regKey, sessionKey := e.keysOf(r, i, node)
 	if d, ok := r.snap.Decoded(key); ok {
 		dr, _ := d.(*DecodedRecord)
 		if dr == nil {
@@ -289,21 +333,20 @@ func (e *Engine[N, W]) viewOf(node string, r *manyRead[N]) (*nodeView[N], error)
 		if v.rec, ok = dr.Record.(N); !ok {
 			return e.view(node, r.get)
 		}
-		v.known = true
+		v.known, v.decoded = true, dr
 	} else if _, stored := r.get(key); stored {
 		return e.view(node, r.get) // not decoded: decode it here, and report what cannot be
 	} else {
 		v.rec = e.Res.Empty()
 	}
-	key = nodes.RegistrationKey(node)
-	if d, ok := r.snap.Decoded(key); ok {
+	if d, ok := r.snap.Decoded(regKey); ok {
 		if v.reg.Reg, ok = d.(*nodes.Registration); !ok {
 			return e.view(node, r.get)
 		}
-	} else if _, stored := r.get(key); stored {
+	} else if _, stored := r.get(regKey); stored {
 		return e.view(node, r.get)
 	}
-	_, v.reg.Live = r.get(nodes.SessionKey(node))
+	_, v.reg.Live = r.get(sessionKey)
 	return v, nil
 }
 
@@ -338,5 +381,5 @@ func (e *Engine[N, W]) eachOf(names []string, idx []int, r *manyRead[N], fn func
 		return e.each(names, idx, r.get, fn)
 	}
 	// Decoded records cost little to view: a worker pays for more of them.
-	return visit(names, idx, 256, func(node string) (*nodeView[N], error) { return e.viewOf(node, r) }, fn)
+	return visit(names, idx, 256, func(i int) (*nodeView[N], error) { return e.viewOf(i, names[i], r) }, fn)
 }
