@@ -102,6 +102,7 @@ func (e *Engine[N, W]) DeployCapacity(ctx context.Context, req *types.Request) (
 		}
 	}
 	e.logLeftOut("get-nodes-deploy-capacity", names, why)
+	order := make([]string, 0, len(names))
 	for i, n := range names {
 		if why[i] != "" {
 			continue
@@ -110,13 +111,14 @@ func (e *Engine[N, W]) DeployCapacity(ctx context.Context, req *types.Request) (
 			continue
 		}
 		answer.Nodes[n] = caps[i]
+		order = append(order, n)
 		if answer.Total > math.MaxInt-caps[i].Capacity {
 			answer.Total = math.MaxInt
 		} else {
 			answer.Total += caps[i].Capacity
 		}
 	}
-	return answer, nil
+	return answer.InOrder(order), nil
 }
 
 // maxLeftOutLines bounds the lines one query logs about nodes it left out;

@@ -6,7 +6,6 @@ import (
 	"math"
 	"slices"
 	"strconv"
-	"strings"
 )
 
 // AppendJSON appends the answer as encoding/json encodes it with HTML
@@ -20,27 +19,23 @@ func (d DeployCapacity) AppendJSON(b []byte) ([]byte, error) {
 		b = append(b, `{"nodes_deploy_capacity_map":null,"total":`...)
 		return append(strconv.AppendInt(b, int64(d.Total), 10), '}'), nil
 	}
-	type named struct {
-		name string
-		c    NodeCapacity
-	}
-	nodes := make([]named, 0, len(d.Nodes))
-	for n, c := range d.Nodes {
-		if !finite(c.Usage) || !finite(c.Rate) || !finite(c.Weight) {
-			_, err := json.Marshal(plainDeployCapacity(d))
-			return b, err
-		}
-		nodes = append(nodes, named{n, c})
-	}
-	slices.SortFunc(nodes, func(x, y named) int { return strings.Compare(x.name, y.name) })
-	b = slices.Grow(b, len(nodes)*(len(`"":{"capacity":,"usage":,"rate":,"weight":},`)+48)+64)
+	start, names := len(b), d.sortedNames()
+	b = slices.Grow(b, len(names)*(len(`"":{"capacity":,"usage":,"rate":,"weight":},`)+48)+64)
 	b = append(b, `{"nodes_deploy_capacity_map":{`...)
-	for i, n := range nodes {
+	for i, n := range names {
 		if i > 0 {
 			b = append(b, ',')
 		}
-		b = appendString(b, n.name)
-		c := n.c
+		b = appendString(b, n)
+		c, ok := d.Nodes[n]
+		if !ok { // d.order named another node: sort the keys after all
+			d.order = nil
+			return d.AppendJSON(b[:start])
+		}
+		if !finite(c.Usage) || !finite(c.Rate) || !finite(c.Weight) {
+			_, err := json.Marshal(plainDeployCapacity(d))
+			return b[:start], err
+		}
 		b = append(b, `:{"capacity":`...)
 		b = strconv.AppendInt(b, int64(c.Capacity), 10)
 		b = append(b, `,"usage":`...)
@@ -53,6 +48,31 @@ func (d DeployCapacity) AppendJSON(b []byte) ([]byte, error) {
 	}
 	b = append(b, `},"total":`...)
 	return append(strconv.AppendInt(b, int64(d.Total), 10), '}'), nil
+}
+
+// sortedNames are d.order when it is strictly increasing and as long as
+// d.Nodes (AppendJSON then finds each of them in d.Nodes, or sorts after
+// all), else the keys of d.Nodes sorted, as encoding/json writes them.
+func (d DeployCapacity) sortedNames() []string {
+	if len(d.order) == len(d.Nodes) && increasing(d.order) {
+		return d.order
+	}
+	names := make([]string, 0, len(d.Nodes))
+	for n := range d.Nodes {
+		names = append(names, n)
+	}
+	slices.Sort(names)
+	return names
+}
+
+// increasing reports whether every name sorts after the one before it.
+func increasing(names []string) bool {
+	for i := 1; i < len(names); i++ {
+		if names[i-1] >= names[i] {
+			return false
+		}
+	}
+	return true
 }
 
 // MarshalJSON is AppendJSON for encoding/json (which escapes HTML in it

@@ -77,3 +77,36 @@ func TestACapacityAnswerIsEncodedAsEncodingJSONEncodesIt(t *testing.T) {
 		}
 	})
 }
+
+func TestACapacityAnswerToldItsNamesIsEncodedAsWithout(t *testing.T) {
+	nodes := map[string]NodeCapacity{"n1": {Capacity: 1}, "n2": {Capacity: 2, Usage: 0.5}, "n3": {Capacity: 3, Rate: 1.0 / 3}}
+	d := DeployCapacity{Nodes: nodes, Total: 6}
+	want := encodingJSON(t, d)
+	for _, c := range []struct {
+		name  string
+		order []string
+	}{
+		{"the names sorted, as the engine tells them", []string{"n1", "n2", "n3"}},
+		{"the names unsorted", []string{"n3", "n1", "n2"}},
+		{"sorted names of which one is no node of the answer", []string{"n1", "n2", "n4"}},
+		{"sorted names of which one is missing and one is another node", []string{"n0", "n1", "n2"}},
+		{"a name twice", []string{"n1", "n1", "n3"}},
+		{"fewer names than nodes", []string{"n1", "n2"}},
+		{"more names than nodes", []string{"n1", "n2", "n3", "n4"}},
+		{"no names", nil},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			got, err := d.InOrder(c.order).AppendJSON([]byte("prefix:"))
+			require.NoError(t, err)
+			require.Equal(t, "prefix:"+want, string(got)+"\n")
+		})
+	}
+	t.Run("a float encoding/json refuses is refused with its error in order too", func(t *testing.T) {
+		bad := DeployCapacity{Nodes: map[string]NodeCapacity{"n1": {}, "n2": {Usage: math.NaN()}}}
+		_, want := json.Marshal(plainDeployCapacity(bad))
+		require.Error(t, want)
+		got, err := bad.InOrder([]string{"n1", "n2"}).AppendJSON([]byte("prefix:"))
+		require.EqualError(t, err, want.Error())
+		require.Equal(t, "prefix:", string(got), "nothing appended")
+	})
+}
