@@ -185,6 +185,9 @@ func decodeRequest(in io.Reader, req *types.Request) error {
 	if data[0] != '{' {
 		return types.Invalid("stdin is not a JSON object (it starts with %q)", data[0])
 	}
+	if decodeRequestFast(data, req) {
+		return nil
+	}
 	dec := json.NewDecoder(bytes.NewReader(data))
 	if err := dec.Decode(req); err != nil {
 		return types.Invalid("request: %s", describeJSONError(err))

@@ -7,6 +7,7 @@
 package fastjson
 
 import (
+	"encoding/json"
 	"math"
 	"unicode/utf8"
 )
@@ -130,6 +131,15 @@ func (d *Decoder) Bool() (v, ok bool) {
 	return false, false
 }
 
+// Null reads null, if that is what comes next.
+func (d *Decoder) Null() bool {
+	if len(d.b)-d.i >= 4 && string(d.b[d.i:d.i+4]) == "null" {
+		d.i += 4
+		return true
+	}
+	return false
+}
+
 // Int reads an integer in JSON's form that fits an int64.
 func (d *Decoder) Int() (int64, bool) {
 	neg := d.byte('-')
@@ -187,6 +197,48 @@ func (d *Decoder) Amounts() (map[string]int64, bool) {
 		}
 	}
 	return m, true
+}
+
+// Composite reads an object or an array, of any content encoding/json
+// accepts, and returns its bytes (the form a json.RawMessage holds).
+func (d *Decoder) Composite() ([]byte, bool) {
+	start, depth := d.i, 0
+	for d.i < len(d.b) {
+		switch c := d.b[d.i]; {
+		case c == '"':
+			if !d.skipString() {
+				return nil, false
+			}
+			continue
+		case c == '{' || c == '[':
+			depth++
+		case c == '}' || c == ']':
+			depth--
+		case d.i == start:
+			return nil, false // neither an object nor an array
+		}
+		d.i++
+		if depth == 0 {
+			v := d.b[start:d.i]
+			return v, json.Valid(v)
+		}
+	}
+	return nil, false
+}
+
+// skipString steps over a string, escapes and all, leaving its checking to
+// whoever checks the value it is in.
+func (d *Decoder) skipString() bool {
+	for d.i++; d.i < len(d.b); d.i++ {
+		switch d.b[d.i] {
+		case '\\':
+			d.i++
+		case '"':
+			d.i++
+			return true
+		}
+	}
+	return false
 }
 
 // Once marks a member seen, and reports false when it already was (a key
