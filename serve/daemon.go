@@ -51,6 +51,12 @@ var Binaries = []string{"storage", "compute"}
 type served struct {
 	cfg   *config.Config
 	stamp config.Stamp // what the file held when the daemon read it
+	// as is cfg under each way a binary may have found the file
+	// (forward.Found*): a call's records name how its binary found it,
+	// as the binary run locally names it, not how the daemon did (its own
+	// file is the sibling's file of the other binary, and the other
+	// plugin's file it loads by name).
+	as map[string]*config.Config
 	// settled: the file was seen holding stamp's contents long enough
 	// after its last write that a later write must change its
 	// modification time; until then each call compares the contents.
@@ -58,9 +64,40 @@ type served struct {
 }
 
 func newServed(cfg *config.Config, stamp config.Stamp) *served {
-	s := &served{cfg: cfg, stamp: stamp}
+	s := &served{cfg: cfg, stamp: stamp, as: map[string]*config.Config{}}
+	for _, found := range []string{forward.FoundFlag, forward.FoundEnv, forward.FoundOwn, forward.FoundSibling, forward.FoundShared, forward.FoundNone} {
+		c := *cfg
+		c.Source = sourceOf(found)
+		s.as[found] = &c
+	}
 	s.settled.Store(!stamp.Racy())
 	return s
+}
+
+// sourceOf is the config.Source a binary logs for a file it found so.
+func sourceOf(found string) config.Source {
+	switch found {
+	case forward.FoundFlag:
+		return config.FromFlag
+	case forward.FoundEnv:
+		return config.FromEnv
+	case forward.FoundOwn:
+		return config.FromWorkdir
+	case forward.FoundSibling:
+		return config.FromSibling
+	case forward.FoundShared:
+		return config.FromShared
+	}
+	return config.FromDefaults
+}
+
+// forCall is the file's configuration for a call whose binary found the
+// file so (forward.Found*).
+func (s *served) forCall(found string) *config.Config {
+	if c, ok := s.as[found]; ok {
+		return c
+	}
+	return s.cfg
 }
 
 // unchanged reports whether the file still holds what the daemon serves.
@@ -666,10 +703,11 @@ func (d *Daemon) accept(req forward.Request, ahead *cache.Ahead) (cmd.Options, s
 	if req.Config != "" && !s.unchanged() {
 		return cmd.Options{}, "config changed since the daemon started: " + req.Config
 	}
+	cfg := s.forCall(req.Found)
 	if ahead != nil {
-		return d.options(s.cfg, ahead), ""
+		return d.options(cfg, ahead), ""
 	}
-	return d.options(s.cfg, d.linearizable()), ""
+	return d.options(cfg, d.linearizable()), ""
 }
 
 // Shutdown stops taking calls and waits for those in flight, at most grace.

@@ -98,7 +98,7 @@ func Forward(c Call) Outcome {
 	if err != nil {
 		return o
 	}
-	cfg := Resolve(explicit, c.Binary, wd)
+	cfg, found := Find(explicit, c.Binary, wd)
 	sock := SocketPath(cfg, wd)
 	if len(sock) > MaxSocketPath || !socketExists(sock) {
 		// No daemon (none can listen on a path longer than a socket
@@ -132,7 +132,7 @@ func Forward(c Call) Outcome {
 		return o // a stale socket, not ours to use, or a daemon taking no call
 	}
 	defer conn.Close()
-	req := Request{Binary: c.Binary, Args: c.Args, Config: cfg, Dir: wd, Verb: verb}
+	req := Request{Binary: c.Binary, Args: c.Args, Config: cfg, Dir: wd, Verb: verb, Found: found}
 	if WriteRequest(conn, req, o.Read) != nil || conn.CloseWrite() != nil {
 		return o
 	}
@@ -223,19 +223,25 @@ func VerbOf(args []string) (verb, explicit string, ok bool) {
 // sibling plugin's, the shared one); "" when there is none. The path is
 // absolute.
 func Resolve(explicit, binary, wd string) string {
-	file := explicit
+	file, _ := Find(explicit, binary, wd)
+	return file
+}
+
+// Find is Resolve's file and how it was found (one of the Found* values).
+func Find(explicit, binary, wd string) (file, found string) {
+	file, found = explicit, FoundFlag
 	if file == "" {
-		file = os.Getenv(EnvPath)
+		file, found = os.Getenv(EnvPath), FoundEnv
 	}
 	if file == "" {
 		for _, c := range configsearch.Candidates(binary, wd) {
 			if configsearch.Exists(c.File) {
-				file = c.File
+				file, found = c.File, foundIn(c.Place)
 				break
 			}
 		}
 		if file == "" {
-			return ""
+			return "", FoundNone
 		}
 	}
 	// Clean would drop "link/.." as text, where the kernel (and so the
@@ -243,7 +249,17 @@ func Resolve(explicit, binary, wd string) string {
 	// is opened, as the command tree names it. One that cannot be resolved
 	// is left as it is, so that no daemon serves it and the binary reports
 	// it.
-	return configsearch.Abs(file, wd)
+	return configsearch.Abs(file, wd), found
+}
+
+func foundIn(p configsearch.Place) string {
+	switch p {
+	case configsearch.Own:
+		return FoundOwn
+	case configsearch.Sibling:
+		return FoundSibling
+	}
+	return FoundShared
 }
 
 // SocketPath is serve.socket of the config file (relative to its folder),

@@ -61,12 +61,12 @@ const MaxHeader = 1 << 20
 // wireVersion is the first field of every request header: a daemon of
 // another version declines (or fails to read) the request, and the binary
 // then runs the call itself.
-const wireVersion = "eru-forward/3"
+const wireVersion = "eru-forward/4"
 
 // Request is what the client sends before stdin.
 //
 // On the wire it is one frame of NUL-separated fields: the wire version,
-// Binary, Config, Dir, Verb, then each argument. None of them can hold a
+// Binary, Config, Dir, Verb, Found, then each argument. None of them can hold a
 // NUL (they come from a command line and file paths), so no escaping is
 // needed and neither end needs a JSON codec for it. Whether the verb
 // writes is not sent: each end knows it from the verb (Write).
@@ -76,14 +76,27 @@ type Request struct {
 	Config string   // the config file the binary resolved (absolute), "" for none
 	Dir    string   // the client's working directory
 	Verb   string
+	// Found is how the binary found Config (one of the Found* values), so
+	// that the daemon logs the call as the binary run locally would.
+	Found string
 }
+
+// How a binary found its config file (Request.Found).
+const (
+	FoundFlag    = "flag"    // --config
+	FoundEnv     = "env"     // $ERU_RESOURCE_CONFIG_PATH
+	FoundOwn     = "own"     // the binary's own file in the working directory
+	FoundSibling = "sibling" // the sibling plugin's file there
+	FoundShared  = "shared"  // the shared file there
+	FoundNone    = "none"    // no file: the built-in defaults
+)
 
 // errNUL: a field that the header cannot carry.
 var errNUL = errors.New("a request field holds a NUL byte")
 
 // MarshalBinary is the request's header frame content.
 func (r Request) MarshalBinary() ([]byte, error) {
-	fields := append([]string{wireVersion, r.Binary, r.Config, r.Dir, r.Verb}, r.Args...)
+	fields := append([]string{wireVersion, r.Binary, r.Config, r.Dir, r.Verb, r.Found}, r.Args...)
 	n := 0
 	for _, f := range fields {
 		if strings.IndexByte(f, 0) >= 0 {
@@ -104,10 +117,10 @@ func (r Request) MarshalBinary() ([]byte, error) {
 // UnmarshalBinary reads a header frame's content.
 func (r *Request) UnmarshalBinary(data []byte) error {
 	fields := strings.Split(string(data), "\x00")
-	if len(fields) < 5 || fields[0] != wireVersion {
+	if len(fields) < 6 || fields[0] != wireVersion {
 		return fmt.Errorf("not a request of %s", wireVersion)
 	}
-	*r = Request{Binary: fields[1], Config: fields[2], Dir: fields[3], Verb: fields[4], Args: fields[5:]}
+	*r = Request{Binary: fields[1], Config: fields[2], Dir: fields[3], Verb: fields[4], Found: fields[5], Args: fields[6:]}
 	return nil
 }
 

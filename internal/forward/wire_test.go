@@ -16,7 +16,7 @@ func TestTheWireCarriesRequestsAndAnswersWhole(t *testing.T) {
 		stdin []byte
 	}{
 		{"a read with no config and no stdin", Request{Binary: "storage", Args: []string{"name"}, Dir: "/w", Verb: "name"}, nil},
-		{"a write with --config and a request", Request{Binary: "compute", Args: []string{"--config", "/etc/c y.yaml", "add-node"}, Config: "/etc/c y.yaml", Dir: "/", Verb: "add-node"}, []byte(`{"nodename":"n1"}`)},
+		{"a write with --config and a request", Request{Binary: "compute", Args: []string{"--config", "/etc/c y.yaml", "add-node"}, Config: "/etc/c y.yaml", Dir: "/", Verb: "add-node", Found: FoundFlag}, []byte(`{"nodename":"n1"}`)},
 		{"fields holding separators other than NUL", Request{Binary: "storage", Args: []string{"--config=/a\n\tb", "get-metrics"}, Config: "/a\n\tb", Dir: "/d", Verb: "get-metrics"}, []byte("x\x00y")},
 	} {
 		t.Run(c.name, func(t *testing.T) {
