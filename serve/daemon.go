@@ -309,7 +309,7 @@ func sameSettings(a, b *config.Config) bool {
 	x, y := *a, *b
 	for _, c := range []*config.Config{&x, &y} {
 		var source config.Source
-		c.Warnings, c.Serve, c.FlowControl, c.Source, c.Searched, c.Stamp = nil, yaml.Node{}, yaml.Node{}, source, nil, config.Stamp{}
+		c.Warnings, c.Serve, c.FlowControl, c.Doc, c.Source, c.Searched, c.Stamp = nil, yaml.Node{}, yaml.Node{}, yaml.Node{}, source, nil, config.Stamp{}
 	}
 	return reflect.DeepEqual(x, y)
 }

@@ -108,7 +108,7 @@ func TestBothPluginsFindOneStore(t *testing.T) {
 // TestEtcdSettingsTheClientRefusesNameTheFileAndTheKey: an etcd setting
 // the client cannot use — a TLS file that is not there, a certificate
 // without its key, an endpoint without its port — fails every call in one
-// line naming the config file and the key (docs/serve.md: the serve TLS
+// line naming the config file, the key and the line it is written on (docs/serve.md: the serve TLS
 // files are refused "naming the key and the path, as the etcd TLS files
 // are"), and no local store appears. No etcd is reached: the endpoint is
 // never dialled.
@@ -119,11 +119,11 @@ func TestEtcdSettingsTheClientRefusesNameTheFileAndTheKey(t *testing.T) {
 	}{
 		{"a CA file that is not there", "etcd:\n  machines: [127.0.0.1:1]\n  ca: missing-ca.pem\n",
 			func(dir string) string {
-				return "etcd.ca: open " + filepath.Join(dir, "missing-ca.pem") + ": no such file or directory"
+				return "etcd.ca: open " + filepath.Join(dir, "missing-ca.pem") + ": no such file or directory (line 3)"
 			}},
 		{"a client key that is not there", "etcd:\n  machines: [127.0.0.1:1]\n  cert: cert.pem\n  key: missing-key.pem\n",
 			func(dir string) string {
-				return "etcd.key: open " + filepath.Join(dir, "missing-key.pem") + ": no such file or directory"
+				return "etcd.key: open " + filepath.Join(dir, "missing-key.pem") + ": no such file or directory (line 4)"
 			}},
 		{"a client certificate without its key", "etcd:\n  machines: [127.0.0.1:1]\n  cert: cert.pem\n",
 			func(string) string {
@@ -131,7 +131,7 @@ func TestEtcdSettingsTheClientRefusesNameTheFileAndTheKey(t *testing.T) {
 			}},
 		{"an endpoint without its port", "etcd:\n  machines: [localhost]\n",
 			func(string) string {
-				return `etcd.machines: endpoint "localhost": not host:port, http://host:port or https://host:port`
+				return `etcd.machines: endpoint "localhost": not host:port, http://host:port or https://host:port (line 2)`
 			}},
 	} {
 		t.Run(c.name+" is refused in one line naming the config file and the key", func(t *testing.T) {

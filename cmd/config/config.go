@@ -55,6 +55,9 @@ type Config struct {
 	// DecodeSection.
 	Serve       yaml.Node
 	FlowControl yaml.Node
+	// Doc is the file's top-level mapping as parsed (zero for defaults),
+	// for Line.
+	Doc yaml.Node
 }
 
 // Etcd says how to reach etcd. No machines means the embedded store.
@@ -218,6 +221,7 @@ func Parse(data []byte, file string) (*Config, error) {
 		return nil, types.Invalid("config %s: %s", file, yamlMessage(err))
 	}
 	apply(cfg, &d)
+	cfg.Doc = *doc
 	return cfg, finish(cfg)
 }
 
@@ -273,12 +277,13 @@ func setDuration(dst *time.Duration, src *duration) {
 }
 
 // finish resolves relative paths and checks what the types alone cannot.
+// Each problem names the line of the key it is about (Line), as the
+// problems found while decoding do.
 func finish(cfg *Config) error {
-	file := cfg.File
 	if cfg.Embedded.Path == "" {
-		return types.Invalid("config %s: embedded.path: empty: name the store's file, or leave the key out for %s", file, DefaultFile)
+		return cfg.invalid("embedded.path", "empty: name the store's file, or leave the key out for %s%s", DefaultFile, cfg.at("embedded.path"))
 	}
-	dir := filepath.Dir(file)
+	dir := filepath.Dir(cfg.File)
 	for _, p := range []*string{&cfg.Embedded.Path, &cfg.Log.File, &cfg.Etcd.CA, &cfg.Etcd.Cert, &cfg.Etcd.Key} {
 		if *p != "" && !filepath.IsAbs(*p) {
 			*p = filepath.Join(dir, *p)
@@ -286,18 +291,36 @@ func finish(cfg *Config) error {
 	}
 	cfg.Etcd.Prefix = strings.TrimSuffix(cfg.Etcd.Prefix, "/")
 	if cfg.Etcd.Prefix != "" && !strings.HasPrefix(cfg.Etcd.Prefix, "/") {
-		return types.Invalid("config %s: etcd.prefix: %q must start with /", file, cfg.Etcd.Prefix)
+		return cfg.invalid("etcd.prefix", "%q must start with /%s", cfg.Etcd.Prefix, cfg.at("etcd.prefix"))
 	}
 	if cfg.Scheduler.MaxDeployCount < 1 || cfg.Scheduler.MaxDeployCount > 1_000_000 {
-		return types.Invalid("config %s: scheduler.max_deploy_count: %d is not between 1 and 1000000", file, cfg.Scheduler.MaxDeployCount)
+		return cfg.invalid("scheduler.max_deploy_count", "%d is not between 1 and 1000000%s", cfg.Scheduler.MaxDeployCount, cfg.at("scheduler.max_deploy_count"))
 	}
 	switch {
 	case cfg.Etcd.Username != "" && cfg.Etcd.Password == "":
-		return types.Invalid("config %s: etcd.auth.password: missing: etcd.auth.username %q is set, and etcd's client signs in only with both", file, cfg.Etcd.Username)
+		return cfg.invalid("etcd.auth.password", "missing: etcd.auth.username %q is set%s, and etcd's client signs in only with both", cfg.Etcd.Username, cfg.at("etcd.auth.username"))
 	case cfg.Etcd.Username == "" && cfg.Etcd.Password != "":
-		return types.Invalid("config %s: etcd.auth.username: missing: etcd.auth.password is set, and etcd's client signs in only with both", file)
+		return cfg.invalid("etcd.auth.username", "missing: etcd.auth.password is set%s, and etcd's client signs in only with both", cfg.at("etcd.auth.password"))
 	}
 	return nil
+}
+
+// invalid is an invalid_argument error about key of the file.
+func (c *Config) invalid(key, format string, args ...any) error {
+	return types.Invalid("config %s: %s: %s", c.File, key, fmt.Sprintf(format, args...))
+}
+
+// at is " (line N)" for the line where the value of key is written, ""
+// when it is not written in the file.
+func (c *Config) at(key string) string {
+	return lineNote(c.Line(key))
+}
+
+func lineNote(line int) string {
+	if line <= 0 {
+		return ""
+	}
+	return fmt.Sprintf(" (line %d)", line)
 }
 
 // DecodeSection decodes the raw section name ("serve" or "flowcontrol")
@@ -307,7 +330,7 @@ func finish(cfg *Config) error {
 // the file and the line. An absent or empty section leaves out unchanged.
 func (c *Config) DecodeSection(name string, out any) error {
 	n, ok := c.rawSection(name)
-	if !ok {
+	if !ok || (name != "serve" && name != "flowcontrol") {
 		return types.Errorf(types.Internal, "config: no raw section %q", name)
 	}
 	if isNull(n) {
@@ -323,8 +346,9 @@ func (c *Config) DecodeSection(name string, out any) error {
 	return nil
 }
 
-// rawSection is the section name ("serve" or "flowcontrol") as the file
-// holds it, aliases followed.
+// rawSection is the section name as the file holds it, aliases and merges
+// followed: "serve" and "flowcontrol" as kept for DecodeSection, any other
+// from the parsed document (nil when the file does not write it).
 func (c *Config) rawSection(name string) (*yaml.Node, bool) {
 	switch name {
 	case "serve":
@@ -332,48 +356,83 @@ func (c *Config) rawSection(name string) (*yaml.Node, bool) {
 	case "flowcontrol":
 		return resolve(&c.FlowControl), true
 	}
-	return nil, false
-}
-
-// Line is the line of the file where the value of a key of a raw section
-// ("serve.tls.cert", "serve.allowed_uids[1]") is written, merges followed;
-// 0 when the key is not written there (a default). Errors found after a
-// section is decoded name it, as decoding errors do.
-func (c *Config) Line(path string) int {
-	name, rest, _ := strings.Cut(path, ".")
-	n, ok := c.rawSection(name)
-	if !ok {
-		return 0
+	if c.Doc.Kind != yaml.MappingNode {
+		return nil, true
 	}
 	ch := checker{file: c.File}
-	for rest != "" {
+	return ch.lookup(&c.Doc, name), true
+}
+
+// lookup is the value of key in mapping n as yaml.v3 reads it (merges
+// followed, written keys winning), aliases resolved; nil when absent.
+func (c *checker) lookup(n *yaml.Node, key string) *yaml.Node {
+	if n == nil || n.Kind != yaml.MappingNode {
+		return nil
+	}
+	ps, err := c.pairs(n, "", 0)
+	if err != nil {
+		return nil
+	}
+	for _, p := range ps {
+		if p.key.Value == key {
+			return resolve(p.value)
+		}
+	}
+	return nil
+}
+
+// Line is the line of the file where the value of a key ("etcd.prefix",
+// "serve.tls.cert", "serve.allowed_uids[1]") is written, merges and
+// aliases followed; 0 when the key is not written there (a default).
+// Errors found after the file is decoded name it, as decoding errors do.
+func (c *Config) Line(path string) int {
+	if n := c.node(path); n != nil {
+		return n.Line
+	}
+	return 0
+}
+
+// node is the value of the key at path as the file writes it, nil when it
+// is not written.
+func (c *Config) node(path string) *yaml.Node {
+	name, rest, _ := strings.Cut(path, ".")
+	key, index, indexed := strings.Cut(strings.TrimSuffix(name, "]"), "[")
+	n, ok := c.rawSection(key)
+	if !ok {
+		return nil
+	}
+	ch := checker{file: c.File}
+	for {
+		if n != nil && indexed {
+			i, err := strconv.Atoi(index)
+			if err != nil || n.Kind != yaml.SequenceNode || i < 0 || i >= len(n.Content) {
+				return nil
+			}
+			n = resolve(n.Content[i])
+		}
+		if rest == "" || n == nil {
+			return n
+		}
 		var step string
 		step, rest, _ = strings.Cut(rest, ".")
-		key, index, indexed := strings.Cut(strings.TrimSuffix(step, "]"), "[")
-		if n == nil || n.Kind != yaml.MappingNode {
-			return 0
-		}
-		ps, err := ch.pairs(n, name, 0)
-		if err != nil {
-			return 0
-		}
-		var next *yaml.Node
-		for _, p := range ps {
-			if p.key.Value == key {
-				next = resolve(p.value)
-			}
-		}
-		if next != nil && indexed {
-			i, err := strconv.Atoi(index)
-			if err != nil || next.Kind != yaml.SequenceNode || i < 0 || i >= len(next.Content) {
-				return 0
-			}
-			next = resolve(next.Content[i])
-		}
-		n = next
+		key, index, indexed = strings.Cut(strings.TrimSuffix(step, "]"), "[")
+		n = ch.lookup(n, key)
 	}
+}
+
+// lineOf is the line where key's value is written, or, when that value is
+// a list, the line of its item value.
+func (c *Config) lineOf(key, value string) int {
+	n := c.node(key)
 	if n == nil {
 		return 0
+	}
+	if n.Kind == yaml.SequenceNode && value != "" {
+		for _, item := range n.Content {
+			if item = resolve(item); item != nil && item.Kind == yaml.ScalarNode && item.Value == value {
+				return item.Line
+			}
+		}
 	}
 	return n.Line
 }

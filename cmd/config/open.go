@@ -56,11 +56,10 @@ func (c *Config) OpenWaiting(ctx context.Context, mode Mode, waits *boltstore.Wa
 		var setting *etcdstore.SettingError
 		if errors.As(err, &setting) {
 			// An endpoint or a TLS file refused: say where it was written.
-			from := "config " + c.File
 			if c.File == "" {
-				from = "built-in defaults"
+				return nil, types.Wrap(types.ClassOf(err), err, "built-in defaults")
 			}
-			return nil, types.Wrap(types.ClassOf(err), err, from)
+			return nil, types.Errorf(types.ClassOf(err), "config %s: %w%s", c.File, err, lineNote(c.lineOf(setting.Key, setting.Value)))
 		}
 		return s, err
 	}

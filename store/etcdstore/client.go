@@ -83,7 +83,7 @@ func newClient(endpoints []string, tlsCfg *tls.Config, dial time.Duration) (*cli
 	for _, e := range endpoints {
 		host, secure, err := endpointHost(e, tlsCfg != nil)
 		if err != nil {
-			return nil, &SettingError{Key: "etcd.machines", Err: err}
+			return nil, &SettingError{Key: "etcd.machines", Value: e, Err: err}
 		}
 		c.endpoints = append(c.endpoints, &endpoint{base: "http://" + host})
 		c.secure[host] = secure
@@ -350,7 +350,10 @@ func loadTLS(ca, cert, key string) (*tls.Config, error) {
 // can say where it was written.
 type SettingError struct {
 	Key string // etcd.machines, etcd.ca, etcd.cert or etcd.key
-	Err error
+	// Value is the item of a list refused (an endpoint of etcd.machines),
+	// "" when the whole setting is.
+	Value string
+	Err   error
 }
 
 func (e *SettingError) Error() string { return e.Key + ": " + e.Err.Error() }
