@@ -517,7 +517,7 @@ func (d *Daemon) handle(conn *net.UnixConn) {
 	opts, why := d.accept(req, ahead)
 	if why != "" {
 		d.log.Info("call declined", "verb", req.Verb, "why", why)
-		d.metrics.requests.WithLabelValues(req.Verb, "declined").Inc()
+		d.metrics.requests.WithLabelValues(verbLabel(req.Verb), "declined").Inc()
 		_, _ = conn.Write([]byte{forward.Declined})
 		return
 	}
@@ -598,6 +598,16 @@ func (d *Daemon) handle(conn *net.UnixConn) {
 	if forward.WriteAnswer(conn, status, code, out, eb) != nil {
 		d.log.Warn("answer lost: the client went away", "verb", req.Verb)
 	}
+}
+
+// verbLabel is the verb label of a socket request's series: the plugin
+// verbs by name, anything else a peer sends as one "unknown" (each string
+// its own series would stay in the registry for the daemon's life).
+func verbLabel(verb string) string {
+	if _, ok := forward.Write(verb); ok {
+		return verb
+	}
+	return "unknown"
 }
 
 // named is what the daemon reads of a verb's request: the fields that
