@@ -95,7 +95,7 @@ func (s *stamper) measure(stamp string, nodeTime, received time.Time) (nodes.Clo
 // the same registry operation as `nodes heartbeat`, and answers the record
 // after.
 func (d *Daemon) heartbeat(s *stamper, token string) http.HandlerFunc {
-	const route = "POST /v1/nodes/{id}:heartbeat"
+	const route = routeHeartbeat
 	return func(w http.ResponseWriter, r *http.Request) {
 		received := s.now()
 		result := "ok"

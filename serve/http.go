@@ -33,9 +33,9 @@ var nodeActions = []string{"drain", "cancel-drain", "isolate", "retire", "revoke
 func (d *Daemon) Handler(token string) http.Handler {
 	stamps := newStamper(time.Now)
 	mux := http.NewServeMux()
-	mux.Handle("GET /v1/clock", d.timed("GET /v1/clock", http.HandlerFunc(stamps.clock)))
-	heartbeat := d.timed("POST /v1/nodes/{id}:heartbeat", d.heartbeat(stamps, token))
-	mux.Handle("GET /metrics", d.timed("/metrics", d.metricsHandler()))
+	mux.Handle("GET /v1/clock", d.timed(routeClock, d.counted(routeClock, http.HandlerFunc(stamps.clock))))
+	heartbeat := d.timed(routeHeartbeat, d.heartbeat(stamps, token))
+	mux.Handle("GET /metrics", d.timed(routeMetrics, d.counted(routeMetrics, d.metricsHandler())))
 	mux.HandleFunc("GET /healthz", func(w http.ResponseWriter, _ *http.Request) { _, _ = io.WriteString(w, "ok\n") })
 	mux.HandleFunc("GET /readyz", d.readyz)
 	op := func(route string, takes []string, args argsOf) http.Handler {
@@ -57,7 +57,7 @@ func (d *Daemon) Handler(token string) http.Handler {
 		id, err := pathID(r.PathValue("id"))
 		return []string{"nodes", "get", id}, err
 	}))
-	action := op("POST /v1/nodes/{id}:action", mutatingFields, func(r *http.Request, body opBody) ([]string, error) {
+	action := op(routeNodeAction, mutatingFields, func(r *http.Request, body opBody) ([]string, error) {
 		seg := r.PathValue("action")
 		i := strings.LastIndexByte(seg, ':')
 		if i < 0 || !contains(nodeActions, seg[i+1:]) {
@@ -119,7 +119,7 @@ func (d *Daemon) Handler(token string) http.Handler {
 		}
 		return append([]string{"pools", "set-capacity", id, body.capacity}, body.mutating()...), nil
 	}))
-	mux.Handle("POST /v1/pools/{action}", poolOp("POST /v1/pools/{id}:declare-lost", mutatingFields, func(r *http.Request, body opBody) ([]string, error) {
+	mux.Handle("POST /v1/pools/{action}", poolOp(routeDeclareLost, mutatingFields, func(r *http.Request, body opBody) ([]string, error) {
 		id, ok := strings.CutSuffix(r.PathValue("action"), ":declare-lost")
 		if !ok {
 			return nil, types.Errorf(types.NotFound, "no operation %q: want /v1/pools/{id}:declare-lost", r.PathValue("action"))
@@ -186,21 +186,15 @@ func (d *Daemon) admitted(mux *http.ServeMux) http.Handler {
 		if rej != nil && r.Context().Err() != nil {
 			// Its client went away while it waited: nobody refused it and
 			// nobody reads an answer (the socket's "withdrawn").
-			_, route := mux.Handler(r)
-			if route == "" {
-				route = "unmatched"
-			}
-			d.metrics.requests.WithLabelValues(route, "withdrawn").Inc()
+			_, pattern := mux.Handler(r)
+			d.metrics.requests.WithLabelValues(routeOf(r, pattern), "withdrawn").Inc()
 			return
 		}
 		if rej != nil {
 			pfHeaders(w, rej.Level, rej.Schema)
 			w.Header().Set("Retry-After", strconv.Itoa(rej.seconds()))
-			_, route := mux.Handler(r)
-			if route == "" {
-				route = "unmatched"
-			}
-			d.metrics.requests.WithLabelValues(route, "rejected").Inc()
+			_, pattern := mux.Handler(r)
+			d.metrics.requests.WithLabelValues(routeOf(r, pattern), "rejected").Inc()
 			writeError(w, http.StatusTooManyRequests, string(types.ResourceExhausted), rej.message())
 			return
 		}
@@ -252,6 +246,43 @@ func pfHeaders(w http.ResponseWriter, level, schema string) {
 	if schema != "" {
 		w.Header().Set(HeaderSchema, schema)
 	}
+}
+
+// The routes whose label is not their mux pattern: one pattern takes
+// both node actions and heartbeats, another the pools' declare-lost.
+const (
+	routeClock       = "GET /v1/clock"
+	routeMetrics     = "GET /metrics"
+	routeHeartbeat   = "POST /v1/nodes/{id}:heartbeat"
+	routeNodeAction  = "POST /v1/nodes/{id}:action"
+	routeDeclareLost = "POST /v1/pools/{id}:declare-lost"
+)
+
+// routeOf is the route label of a request the mux matched to pattern:
+// the label its handler counts and times it under, so that a route's
+// rejections and withdrawals are series of the same route as its answers
+// ("unmatched" for a path no route has).
+func routeOf(r *http.Request, pattern string) string {
+	switch pattern {
+	case "":
+		return "unmatched"
+	case "POST /v1/nodes/{action}":
+		if strings.HasSuffix(r.URL.Path, ":heartbeat") {
+			return routeHeartbeat
+		}
+		return routeNodeAction
+	case "POST /v1/pools/{action}":
+		return routeDeclareLost
+	}
+	return pattern
+}
+
+// counted counts the answers of a route that always answers ok.
+func (d *Daemon) counted(route string, h http.Handler) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		h.ServeHTTP(w, r)
+		d.metrics.requests.WithLabelValues(route, "ok").Inc()
+	})
 }
 
 // timed records an admitted request's latency by route.
