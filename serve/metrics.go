@@ -47,7 +47,7 @@ func newMetrics(d *Daemon) *metrics {
 	m.reg.MustRegister(m.requests, m.latency)
 	if c := d.cache; c != nil {
 		m.reg.MustRegister(
-			prometheus.NewGaugeFunc(prometheus.GaugeOpts{Name: "eru_serve_cache_revision_lag", Help: "Revisions the cache was behind etcd at the last read."},
+			prometheus.NewGaugeFunc(prometheus.GaugeOpts{Name: "eru_serve_cache_revision_lag", Help: "Revisions etcd had reached when a read last asked it that the cache has not applied yet."},
 				func() float64 { return float64(c.Lag()) }),
 			prometheus.NewGaugeFunc(prometheus.GaugeOpts{Name: "eru_serve_cache_revision", Help: "The etcd revision the cache has applied."},
 				func() float64 { return float64(c.Stats().Applied) }),
@@ -55,9 +55,9 @@ func newMetrics(d *Daemon) *metrics {
 				func() float64 { return b2f(c.Ready()) }),
 			prometheus.NewCounterFunc(prometheus.CounterOpts{Name: "eru_serve_watch_restarts_total", Help: "Times the watch was re-listed (compaction, cancellation, etcd unreachable)."},
 				func() float64 { return float64(c.Stats().Restarts) }),
-			prometheus.NewCounterFunc(prometheus.CounterOpts{Name: "eru_serve_cache_reads_total", Help: "Linearizable reads answered from the cache.", ConstLabels: prometheus.Labels{"source": "cache"}},
+			prometheus.NewCounterFunc(prometheus.CounterOpts{Name: "eru_serve_cache_reads_total", Help: readsHelp, ConstLabels: prometheus.Labels{"source": "cache"}},
 				func() float64 { return float64(c.Stats().Cached) }),
-			prometheus.NewCounterFunc(prometheus.CounterOpts{Name: "eru_serve_cache_reads_total", Help: "Linearizable reads answered from the cache.", ConstLabels: prometheus.Labels{"source": "etcd"}},
+			prometheus.NewCounterFunc(prometheus.CounterOpts{Name: "eru_serve_cache_reads_total", Help: readsHelp, ConstLabels: prometheus.Labels{"source": "etcd"}},
 				func() float64 { return float64(c.Stats().Direct) }),
 			prometheus.NewCounterFunc(prometheus.CounterOpts{Name: "eru_serve_store_reads_total", Help: "Read requests the daemon sent etcd: revision checks, direct reads and lists (a scrape sends none)."},
 				func() float64 { return float64(c.Stats().EtcdReads) }),
@@ -65,6 +65,9 @@ func newMetrics(d *Daemon) *metrics {
 	}
 	return m
 }
+
+// readsHelp is the one HELP of both eru_serve_cache_reads_total series.
+const readsHelp = `Linearizable reads, by where they were answered: source="cache" from the watch cache, source="etcd" from etcd directly (the cache could not catch up in time).`
 
 func b2f(b bool) float64 {
 	if b {

@@ -70,3 +70,26 @@ func TestASeriesBothPluginsAnswerIsWrittenOnce(t *testing.T) {
 	require.Equal(t, 1, bytes.Count(buf.Bytes(), []byte(`node_schedulable{podname="",nodename="n1",status="READY"} 1`)), buf.String())
 	require.Equal(t, 1, bytes.Count(buf.Bytes(), []byte(`node_schedulable{podname="",nodename="n2",status="READY"} 1`)), buf.String())
 }
+
+// TestTheDaemonsOwnHelpSaysWhatEachSeriesCounts: a family's HELP is the one
+// text of all its series, so it must hold for each of them: the reads of
+// eru_serve_cache_reads_total{source="etcd"} are those the cache did not
+// answer.
+func TestTheDaemonsOwnHelpSaysWhatEachSeriesCounts(t *testing.T) {
+	c := newCluster(t, 1)
+	families, err := c.d.metrics.reg.Gather()
+	require.NoError(t, err)
+	help := map[string]string{}
+	for _, f := range families {
+		help[f.GetName()] = f.GetHelp()
+	}
+	t.Run("the reads family names both sources", func(t *testing.T) {
+		require.Contains(t, help, "eru_serve_cache_reads_total")
+		require.NotContains(t, help["eru_serve_cache_reads_total"], "answered from the cache.", "the etcd series counts reads the cache did not answer")
+		require.Contains(t, help["eru_serve_cache_reads_total"], `source="etcd"`)
+	})
+	t.Run("the lag is what the cache has still to apply, not what it lacked when a read asked", func(t *testing.T) {
+		require.Contains(t, help, "eru_serve_cache_revision_lag")
+		require.NotContains(t, help["eru_serve_cache_revision_lag"], "at the last read")
+	})
+}

@@ -811,5 +811,6 @@ func (c *Cache) Reachable(ctx context.Context, d time.Duration) error {
 	return nil
 }
 
-// Lag is how many revisions the cache was behind etcd at the last read.
+// Lag is how many revisions of etcd the cache has not applied yet, of
+// those etcd had reached when a read last asked its revision.
 func (c *Cache) Lag() int64 { return max(0, c.lastEtcdRev.Load()-c.applied.Load()) }
