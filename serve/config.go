@@ -123,6 +123,9 @@ func SectionConfig(doc *config.Config, wd string) (Config, error) {
 	if err := checkListenAddress(cfg.HTTP); err != nil {
 		return Config{}, invalid("serve.http", "%s", err)
 	}
+	if err := checkStatsdAddress(cfg.Statsd.Address); err != nil {
+		return Config{}, invalid("serve.statsd.address", "%s", err)
+	}
 	socketIs := ""
 	switch {
 	case cfg.Socket == DefaultConfig(dir).Socket:
@@ -178,6 +181,24 @@ func checkListenAddress(addr string) error {
 	}
 	if _, err := net.LookupPort("tcp", port); err != nil {
 		return fmt.Errorf("%q: port %q is not a number from 0 to 65535 or a service name", addr, port)
+	}
+	return nil
+}
+
+// checkStatsdAddress checks statsd's address, host:port (host may be empty
+// for this host): without a port, or with one no datagram can be sent to,
+// the push would fail on every interval for the daemon's life, logged
+// once as a statsd that is down.
+func checkStatsdAddress(addr string) error {
+	if addr == "" {
+		return nil
+	}
+	_, port, err := net.SplitHostPort(addr)
+	if err != nil {
+		return fmt.Errorf("%q is not a statsd address like 127.0.0.1:8125", addr)
+	}
+	if n, err := net.LookupPort("udp", port); err != nil || n == 0 {
+		return fmt.Errorf("%q: port %q is not a number from 1 to 65535 or a service name", addr, port)
 	}
 	return nil
 }

@@ -234,3 +234,30 @@ func TestParseConfigNamesTheKeyAndTheLineOfTheFile(t *testing.T) {
 		})
 	}
 }
+
+// TestAStatsdAddressThatIsNotHostPortIsRefusedAtStart: serve.statsd.address
+// is host:port. Without a port (or with one no datagram can go to) the
+// push could never start: taken, the daemon would log that statsd is down
+// and try again every interval for its whole life, pushing nothing.
+func TestAStatsdAddressThatIsNotHostPortIsRefusedAtStart(t *testing.T) {
+	for _, c := range []struct{ name, address, err string }{
+		{"a host without a port", "127.0.0.1", `serve.statsd.address: "127.0.0.1" is not a statsd address like 127.0.0.1:8125`},
+		{"a bare port", "8125", `serve.statsd.address: "8125" is not a statsd address like 127.0.0.1:8125`},
+		{"port 0", "127.0.0.1:0", `serve.statsd.address: "127.0.0.1:0": port "0"`},
+		{"a port out of range", "127.0.0.1:70000", `serve.statsd.address: "127.0.0.1:70000": port "70000"`},
+	} {
+		t.Run(c.name+" is refused naming the key", func(t *testing.T) {
+			_, err := ParseConfig([]byte("serve:\n  statsd:\n    address: \""+c.address+"\"\n"), "/etc/eru/storage.yaml")
+			require.ErrorContains(t, err, c.err)
+			require.ErrorContains(t, err, "(line 3)")
+			require.Equal(t, types.InvalidArgument, types.ClassOf(err))
+		})
+	}
+	for _, address := range []string{"127.0.0.1:8125", "statsd.example:8125", ":8125", "[::1]:8125"} {
+		t.Run(address+" is taken", func(t *testing.T) {
+			cfg, err := ParseConfig([]byte("serve:\n  statsd:\n    address: \""+address+"\"\n"), "/etc/eru/storage.yaml")
+			require.NoError(t, err)
+			require.Equal(t, address, cfg.Statsd.Address)
+		})
+	}
+}
