@@ -54,13 +54,13 @@ type DecodedRecord struct {
 	// capacities remembers what DeployCapacity answered on this record, by
 	// request and environment (capacityKey): a pure function of them, so
 	// it holds while the record is at this revision.
-	capacities memo[types.NodeCapacity, [maxCapacities]atomic.Pointer[remembered[types.NodeCapacity]]]
+	capacities memo[types.NodeCapacity]
 
 	// samples remembers a node's get-metrics samples the same way, by
 	// podname, the node's status and whether it may take work, and the
 	// shared values (see sampleOf). They are shared: whoever reads them
 	// must not change them.
-	samples memo[[]types.Metric, [maxSamples]atomic.Pointer[remembered[[]types.Metric]]]
+	samples memo[[]types.Metric]
 }
 
 // maxCapacities and maxSamples bound what one record remembers. Samples
@@ -77,19 +77,26 @@ type remembered[T any] struct {
 	value T
 }
 
-// memo remembers the first len(S) answers stored in it, each under its key,
-// and never forgets one: what it holds is a pure function of the key while
-// its record is at one revision. A query of 10,000 nodes looks up one key
-// per node, so a lookup is a scan of a few slots comparing keys (one
-// query's nodes share its key string) rather than a hash of the key.
-type memo[T any, S ~[maxCapacities]atomic.Pointer[remembered[T]] | ~[maxSamples]atomic.Pointer[remembered[T]]] struct {
-	slots S
-	used  atomic.Int32
+// memo remembers the last maxRemembered answers stored in it (fewer when
+// its owner asks), each under its key: what it holds is a pure function of
+// the key while its record is at one revision, so any of them may be
+// answered, and a new one takes the oldest one's slot (a node whose status
+// changed is sampled under a new key, and must not be sampled again on
+// every scrape after that). A query of 10,000 nodes looks up one key per
+// node, so a lookup is a scan of a few slots comparing keys (one query's
+// nodes share its key string) rather than a hash of the key.
+type memo[T any] struct {
+	slots [maxRemembered]atomic.Pointer[remembered[T]]
+	used  atomic.Uint32
 }
 
-// load answers the value stored under key, if any.
-func (m *memo[T, S]) load(key string) (T, bool) {
-	n := min(int(m.used.Load()), len(m.slots))
+// maxRemembered is the most answers a memo holds.
+const maxRemembered = max(maxCapacities, maxSamples)
+
+// load answers the value stored under key, if any, among the first size
+// slots.
+func (m *memo[T]) load(key string, size int) (T, bool) {
+	n := min(int(m.used.Load()), size)
 	for i := range n {
 		if r := m.slots[i].Load(); r != nil && r.key == key {
 			return r.value, true
@@ -99,11 +106,11 @@ func (m *memo[T, S]) load(key string) (T, bool) {
 	return zero, false
 }
 
-// store remembers value under key while a slot is free.
-func (m *memo[T, S]) store(key string, value T) {
-	if i := int(m.used.Add(1)) - 1; i < len(m.slots) {
-		m.slots[i].Store(&remembered[T]{key: key, value: value})
-	}
+// store remembers value under key in the first size slots, in place of
+// the oldest answer when they are all taken.
+func (m *memo[T]) store(key string, value T, size int) {
+	i := int((m.used.Add(1) - 1) % uint32(size))
+	m.slots[i].Store(&remembered[T]{key: key, value: value})
 }
 
 // sharedKey names the shared values a decision may read.
@@ -135,12 +142,12 @@ func (e *Engine[N, W]) sampleOf(ref types.NodeRef, v *nodeView[N], env Env, r *m
 		schedulable = "1"
 	}
 	key := ref.Podname + "\x00" + string(v.reg.Status(holds, e.Policy)) + "\x00" + schedulable + shared
-	if m, ok := dr.samples.load(key); ok {
+	if m, ok := dr.samples.load(key, maxSamples); ok {
 		return m, nil
 	}
 	m, err := e.sample(ref, v, env, r)
 	if err == nil {
-		dr.samples.store(key, m)
+		dr.samples.store(key, m, maxSamples)
 	}
 	return m, err
 }
@@ -162,13 +169,13 @@ func (e *Engine[N, W]) capacity(r *manyRead[N], node string, v *nodeView[N], w W
 		dr = nil
 	}
 	if dr != nil {
-		if c, ok := dr.capacities.load(key); ok {
+		if c, ok := dr.capacities.load(key, maxCapacities); ok {
 			return c
 		}
 	}
 	c := e.Res.DeployCapacity(v.rec, w, env)
 	if dr != nil && (env.Ctx == nil || env.Ctx.Err() == nil) {
-		dr.capacities.store(key, c)
+		dr.capacities.store(key, c, maxCapacities)
 	}
 	return c
 }
