@@ -280,6 +280,11 @@ func setDuration(dst *time.Duration, src *duration) {
 // Each problem names the line of the key it is about (Line), as the
 // problems found while decoding do.
 func finish(cfg *Config) error {
+	if len(cfg.Etcd.Machines) == 0 && cfg.node("etcd.machines") != nil {
+		// A template that rendered no endpoint must not put each host on
+		// a store of its own.
+		return cfg.invalid("etcd.machines", "names no endpoint: list etcd's endpoints, or leave the key out (comment it) for the embedded store%s", cfg.at("etcd.machines"))
+	}
 	if cfg.Embedded.Path == "" {
 		return cfg.invalid("embedded.path", "empty: name the store's file, or leave the key out for %s%s", DefaultFile, cfg.at("embedded.path"))
 	}

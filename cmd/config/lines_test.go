@@ -15,6 +15,10 @@ import (
 // when it is opened — name the line the key is written on, as the checks
 // made while decoding do, merges and aliases followed to where the value
 // is written.
+// noEndpoint is the refusal of an etcd.machines that is written but names
+// no endpoint: each host would otherwise run on a store of its own.
+const noEndpoint = "etcd.machines: names no endpoint: list etcd's endpoints, or leave the key out (comment it) for the embedded store"
+
 func TestAProblemFoundAfterDecodingNamesTheLineOfTheKey(t *testing.T) {
 	for _, c := range []struct{ name, doc, want string }{
 		{"a prefix without a leading slash", "log:\n  file: x.log\netcd:\n  prefix: eru\n",
@@ -31,6 +35,11 @@ func TestAProblemFoundAfterDecodingNamesTheLineOfTheKey(t *testing.T) {
 			`etcd.auth.password: missing: etcd.auth.username "eru" is set (line 3), and etcd's client signs in only with both`},
 		{"a password without a user name", "etcd:\n  auth:\n\n    password: x\n",
 			"etcd.auth.username: missing: etcd.auth.password is set (line 4), and etcd's client signs in only with both"},
+		{"machines a template left empty", "etcd:\n  prefix: /eru\n  machines:\n",
+			noEndpoint + " (line 3)"},
+		{"machines that are an empty string", "etcd:\n  machines: ''\n", noEndpoint + " (line 2)"},
+		{"machines that are an empty list", "etcd:\n  machines: []\n", noEndpoint + " (line 2)"},
+		{"machines that are a list of blanks", "etcd:\n  machines:\n    - ''\n    - \"\"\n", noEndpoint + " (line 3)"},
 	} {
 		t.Run(c.name+" is refused naming its line", func(t *testing.T) {
 			_, err := Parse([]byte(c.doc), "/x/storage.yaml")
