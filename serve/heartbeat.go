@@ -51,17 +51,21 @@ func (s *stamper) stamp(t time.Time) string {
 	return base64.RawURLEncoding.EncodeToString(append(b[:], s.mac(t.UnixNano())...))
 }
 
-// open checks a stamp and answers the time it seals.
-func (s *stamper) open(stamp string) (time.Time, bool) {
+// open checks a stamp and answers the time it seals: invalid_argument for
+// what is no stamp at all, aborted for a stamp this daemon did not seal.
+// The latter is what a heartbeat agent meets when the daemon restarted
+// between its two steps, or when the two went to different daemons behind
+// one address: taking a fresh stamp, on its next tick, is the remedy.
+func (s *stamper) open(stamp string) (time.Time, error) {
 	raw, err := base64.RawURLEncoding.DecodeString(stamp)
 	if err != nil || len(raw) != 8+sha256.Size {
-		return time.Time{}, false
+		return time.Time{}, types.Invalid("stamp %q is not a stamp of GET /v1/clock", types.Clip([]byte(stamp)))
 	}
 	t := int64(binary.BigEndian.Uint64(raw[:8]))
 	if !hmac.Equal(raw[8:], s.mac(t)) {
-		return time.Time{}, false
+		return time.Time{}, types.Errorf(types.Aborted, "stamp %q is not one this daemon made (another daemon's, or made before a restart): take a fresh one from GET /v1/clock", types.Clip([]byte(stamp)))
 	}
-	return time.Unix(0, t), true
+	return time.Unix(0, t), nil
 }
 
 // clock is GET /v1/clock, step 1 of a heartbeat through the daemon: the
@@ -77,9 +81,9 @@ func (s *stamper) clock(w http.ResponseWriter, _ *http.Request) {
 // received: the node read nodeTime after the daemon answered the stamp and
 // before this request arrived.
 func (s *stamper) measure(stamp string, nodeTime, received time.Time) (nodes.ClockOffset, error) {
-	sent, ok := s.open(stamp)
-	if !ok {
-		return nodes.ClockOffset{}, types.Invalid("stamp %q is not one this daemon made: take one from GET /v1/clock (a restarted daemon makes new ones)", types.Clip([]byte(stamp)))
+	sent, err := s.open(stamp)
+	if err != nil {
+		return nodes.ClockOffset{}, err
 	}
 	if nodeTime.IsZero() {
 		return nodes.ClockOffset{}, types.Invalid("node_time is missing: the node's clock read after the stamp arrived")

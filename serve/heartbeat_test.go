@@ -53,7 +53,7 @@ func TestTheDaemonMeasuresTheNodeClockBetweenItsOwnTimestamps(t *testing.T) {
 		})
 	}
 
-	t.Run("a stamp of another daemon or altered is refused", func(t *testing.T) {
+	t.Run("a stamp of another daemon or altered is refused as aborted, which the agent retries", func(t *testing.T) {
 		other := newStamper(func() time.Time { return daemonNow })
 		good := []byte(s.stamp(daemonNow))
 		if good[10] == 'B' { // another base64 letter: the sealed time altered
@@ -61,9 +61,16 @@ func TestTheDaemonMeasuresTheNodeClockBetweenItsOwnTimestamps(t *testing.T) {
 		} else {
 			good[10] = 'B'
 		}
-		for _, forged := range []string{other.stamp(daemonNow), string(good), "", "not base64!"} {
+		for _, forged := range []string{other.stamp(daemonNow), string(good)} {
 			_, err := s.measure(forged, daemonNow, daemonNow.Add(time.Millisecond))
-			require.Equal(t, types.InvalidArgument, types.ClassOf(err), "stamp %q", forged)
+			require.Equal(t, types.Aborted, types.ClassOf(err), "stamp %q", forged)
+			require.ErrorContains(t, err, "take a fresh one")
+		}
+	})
+	t.Run("what is no stamp at all is invalid", func(t *testing.T) {
+		for _, bad := range []string{"", "not base64!", "c2hvcnQ"} {
+			_, err := s.measure(bad, daemonNow, daemonNow.Add(time.Millisecond))
+			require.Equal(t, types.InvalidArgument, types.ClassOf(err), "stamp %q", bad)
 		}
 	})
 }

@@ -1,12 +1,18 @@
 package serve_test
 
 import (
+	"encoding/base64"
 	"encoding/json"
 	"net/http"
+	"net/http/httptest"
+	"net/http/httputil"
+	"net/url"
 	"os"
 	"os/exec"
 	"path/filepath"
 	"strings"
+	"sync"
+	"sync/atomic"
 	"syscall"
 	"testing"
 	"time"
@@ -255,4 +261,79 @@ func TestAHeartbeatViaMutualTLS(t *testing.T) {
 	require.Equal(t, 7, res.Code, describe(res))
 	require.Contains(t, res.Stderr, "unavailable: daemon "+base+" cannot be reached")
 	require.Empty(t, res.Stdout)
+}
+
+// TestAHeartbeatAgentOutlivesAStampItsDaemonDidNotMake: between an agent's
+// two steps its daemon may restart, or a second daemon behind the same
+// address may answer; the stamp of step 1 is then not the answering
+// daemon's. A proxy in front of the daemon hands the agent such stamps
+// (well formed, sealed by no daemon) for three heartbeats after its first:
+// the agent reports them and goes on, and its next heartbeats record its
+// session again.
+func TestAHeartbeatAgentOutlivesAStampItsDaemonDidNotMake(t *testing.T) {
+	t.Parallel()
+	env, base, tokenFile := viaDaemon(t)
+	target, err := url.Parse(base)
+	require.NoError(t, err)
+	daemon := httputil.NewSingleHostReverseProxy(target)
+	var clocks, foreign atomic.Int32
+	proxy := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if r.URL.Path == "/v1/clock" && clocks.Add(1) > 1 && foreign.Add(1) <= 3 {
+			stamp := base64.RawURLEncoding.EncodeToString(make([]byte, 8+32))
+			_ = json.NewEncoder(w).Encode(map[string]any{"daemon_time": time.Now().UTC(), "stamp": stamp})
+			return
+		}
+		daemon.ServeHTTP(w, r)
+	}))
+	defer proxy.Close()
+	agent := exec.Command(testenv.Bin(t, "storage"), "nodes", "heartbeat", "n1", "--via", proxy.URL, "--token-file", tokenFile,
+		"--clock-sync", "SYNCHRONIZED", "--interval", "200ms", "--ttl", "5s", "-o", "json")
+	agent.Dir = env.Dir
+	agent.Env = append(os.Environ(), "ERU_RESOURCE_CONFIG_PATH=")
+	var out, errb syncBuffer
+	agent.Stdout, agent.Stderr = &out, &errb
+	require.NoError(t, agent.Start())
+	exited := make(chan error, 1)
+	go func() { exited <- agent.Wait() }()
+	defer func() { _ = agent.Process.Kill() }()
+	// The session is live from the first heartbeat; the heartbeats after
+	// the foreign stamps renew it.
+	require.Eventually(t, func() bool { return foreign.Load() > 3 || len(exited) > 0 }, 20*time.Second, 50*time.Millisecond)
+	after := time.Now()
+	time.Sleep(time.Second) // several intervals past the foreign stamps
+	select {
+	case err := <-exited:
+		t.Fatalf("the agent ended on a stamp it can replace: %v\n%s", err, errb.String())
+	default:
+	}
+	require.Equal(t, 3, strings.Count(errb.String(), "not one this daemon made"), errb.String())
+	var rec struct {
+		Session struct {
+			Live     bool      `json:"live"`
+			LastSeen time.Time `json:"last_seen"`
+		} `json:"session"`
+	}
+	env.OpOK(t, "storage", &rec, "nodes", "get", "n1", "-o", "json")
+	require.True(t, rec.Session.Live)
+	require.True(t, rec.Session.LastSeen.After(after), "a heartbeat after the foreign stamps landed (last seen %v)", rec.Session.LastSeen)
+	require.NoError(t, agent.Process.Signal(syscall.SIGTERM))
+	require.NoError(t, <-exited, errb.String())
+}
+
+// syncBuffer is a strings.Builder a test may read while a process writes it.
+type syncBuffer struct {
+	mu sync.Mutex
+	b  strings.Builder
+}
+
+func (s *syncBuffer) Write(p []byte) (int, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.Write(p)
+}
+
+func (s *syncBuffer) String() string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.String()
 }
