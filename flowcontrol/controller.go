@@ -223,27 +223,15 @@ func queueConfig(l Level) queueset.Config {
 // applyLocked installs a validated configuration.
 func (c *Controller) applyLocked(cfg Config) {
 	c.serverCL = *cfg.ServerConcurrency
-	shares := 0
-	for _, l := range cfg.Levels {
-		shares += *l.NominalConcurrencyShares
-	}
 	old := c.levels
 	named := map[string]bool{}
+	fresh := map[*level]bool{}
 	c.levels = map[string]*level{}
 	c.order = c.order[:0]
-	c.nominalSum = 0
 	for _, spec := range cfg.Levels {
-		nominal := int(math.Ceil(float64(c.serverCL) * float64(*spec.NominalConcurrencyShares) / float64(shares)))
-		lendable := int(math.Round(float64(nominal) * float64(*spec.LendablePercent) / 100))
-		borrowing := c.serverCL
-		if p := spec.BorrowingLimitPercent; p != nil {
-			borrowing = int(math.Round(float64(nominal) * float64(*p) / 100))
-		}
-		c.nominalSum += nominal
 		exempt := spec.Type == TypeExempt
 		named[spec.Name] = true
 		l := old[spec.Name]
-		fresh := false
 		if l != nil && l.exempt == exempt {
 			delete(old, spec.Name)
 		} else {
@@ -258,32 +246,19 @@ func (c *Controller) applyLocked(cfg Config) {
 				_ = l.qs.SetConfig(queueConfig(spec))
 			}
 		} else {
-			l, fresh = &level{exempt: exempt}, true
+			l = &level{exempt: exempt}
+			fresh[l] = true
 			if exempt {
 				l.demand = queueset.NewIntegrator(c.clk)
 			} else {
-				l.qs, _ = queueset.New(c.clk, queueConfig(spec), nominal-lendable/2)
+				// The limit is set by divideLocked below.
+				l.qs, _ = queueset.New(c.clk, queueConfig(spec), 0)
 				l.demand = l.qs.SeatDemand()
 			}
 		}
 		l.spec = spec
-		l.limits.Nominal, l.limits.Min, l.limits.Max = nominal, nominal-lendable, nominal+borrowing
-		// A new level starts halfway into what it may lend (as Kubernetes
-		// starts it); a level kept across a reload keeps its current limit,
-		// within its new bounds, until the next re-division.
-		if fresh {
-			l.limits.Current = nominal - lendable/2
-		}
-		l.limits.Current = min(max(l.limits.Current, l.limits.Min), l.limits.Max)
-		if !exempt {
-			l.qs.SetLimit(l.limits.Current)
-		}
-		c.m.currentLimit.WithLabelValues(spec.Name).Set(float64(l.limits.Current))
 		c.levels[spec.Name] = l
 		c.order = append(c.order, l)
-		c.m.nominalLimit.WithLabelValues(spec.Name).Set(float64(nominal))
-		c.m.lowerLimit.WithLabelValues(spec.Name).Set(float64(l.limits.Min))
-		c.m.upperLimit.WithLabelValues(spec.Name).Set(float64(l.limits.Max))
 	}
 	for name, l := range old {
 		if l.tickets > 0 {
@@ -294,6 +269,7 @@ func (c *Controller) applyLocked(cfg Config) {
 			c.m.forgetLevel(name)
 		}
 	}
+	c.divideLocked(fresh)
 	for _, s := range cfg.Schemas {
 		// Start every schema's gauges at 0, so dashboards see them before use.
 		c.m.waiting.WithLabelValues(s.Level, s.Name)
@@ -307,23 +283,77 @@ func (c *Controller) applyLocked(cfg Config) {
 	// the next periodic one uses the new limits.
 }
 
+// divideLocked computes every level's NominalCL, MinCL and MaxCL from its
+// shares of the server's seats. A level removed (or retyped) while its
+// requests still hold seats or wait keeps its shares in the sum, as
+// Kubernetes keeps a quiescing level, until it has drained (then
+// dropRetiredLocked divides again): otherwise the levels left would share
+// the whole server while it still holds seats. A level in fresh starts
+// halfway into what it may lend (as Kubernetes starts it); any other keeps
+// its current limit, within its new bounds, until the next re-division.
+func (c *Controller) divideLocked(fresh map[*level]bool) {
+	all := append(slices.Clone(c.order), c.retiring...)
+	shares := 0
+	for _, l := range all {
+		shares += *l.spec.NominalConcurrencyShares
+	}
+	c.nominalSum = 0
+	for _, l := range all {
+		spec := l.spec
+		nominal := 0
+		if shares > 0 {
+			nominal = int(math.Ceil(float64(c.serverCL) * float64(*spec.NominalConcurrencyShares) / float64(shares)))
+		}
+		lendable := int(math.Round(float64(nominal) * float64(*spec.LendablePercent) / 100))
+		borrowing := c.serverCL
+		if p := spec.BorrowingLimitPercent; p != nil {
+			borrowing = int(math.Round(float64(nominal) * float64(*p) / 100))
+		}
+		c.nominalSum += nominal
+		l.limits.Nominal, l.limits.Min, l.limits.Max = nominal, nominal-lendable, nominal+borrowing
+		if fresh[l] {
+			l.limits.Current = nominal - lendable/2
+		}
+		l.limits.Current = min(max(l.limits.Current, l.limits.Min), l.limits.Max)
+		if !l.exempt {
+			l.qs.SetLimit(l.limits.Current)
+		}
+		if !l.retiring { // a draining level's gauges are forgotten, or are its successor's
+			c.setLimitGaugesLocked(l)
+		}
+	}
+}
+
+// setLimitGaugesLocked publishes an active level's limits.
+func (c *Controller) setLimitGaugesLocked(l *level) {
+	name := l.spec.Name
+	c.m.nominalLimit.WithLabelValues(name).Set(float64(l.limits.Nominal))
+	c.m.lowerLimit.WithLabelValues(name).Set(float64(l.limits.Min))
+	c.m.upperLimit.WithLabelValues(name).Set(float64(l.limits.Max))
+	c.m.currentLimit.WithLabelValues(name).Set(float64(l.limits.Current))
+}
+
 // adjustLocked re-divides the seats among the levels from their seat demand
 // over the last period (Kubernetes' borrowing): an Exempt level is granted
 // its high-water mark, which is subtracted from what Limited levels share;
 // a Limited level keeps at least min(NominalCL, its high-water mark) (but
 // never less than its MinCL) and the rest is divided in proportion to the
-// smoothed demand, within each level's [MinCL, MaxCL].
+// smoothed demand, within each level's [MinCL, MaxCL]. A draining level
+// takes part like any other (its demand is what it still holds and
+// queues), as a quiescing level does in Kubernetes.
 func (c *Controller) adjustLocked() {
 	remaining := c.nominalSum
 	var items []allocItem
 	var limited []*level
 	minSum, lowerSum := 0, 0
-	for _, l := range c.order {
+	for _, l := range append(slices.Clone(c.order), c.retiring...) {
 		l.stats.update(l.demand.Reset())
 		if l.exempt {
 			l.limits.Current = max(l.limits.Min, l.stats.highWater)
 			remaining -= l.limits.Current
-			c.m.currentLimit.WithLabelValues(l.spec.Name).Set(float64(l.limits.Current))
+			if !l.retiring {
+				c.m.currentLimit.WithLabelValues(l.spec.Name).Set(float64(l.limits.Current))
+			}
 			continue
 		}
 		lower := max(l.limits.Min, min(l.limits.Nominal, l.stats.highWater))
@@ -358,6 +388,9 @@ func (c *Controller) adjustLocked() {
 	}
 	for _, l := range limited {
 		l.qs.SetLimit(l.limits.Current)
+		if l.retiring {
+			continue
+		}
 		c.m.currentLimit.WithLabelValues(l.spec.Name).Set(float64(l.limits.Current))
 		c.m.seatDemand.WithLabelValues(l.spec.Name).Set(l.stats.smoothed)
 	}
@@ -627,10 +660,16 @@ func (c *Controller) reviveLocked(name string, exempt bool) *level {
 	return l
 }
 
-// dropRetiredLocked forgets a removed level once its last request is done.
+// dropRetiredLocked forgets a removed level once its last request is done,
+// and divides its shares among the levels left (Kubernetes reloads its
+// configuration when a quiescing level becomes idle, to the same end).
 func (c *Controller) dropRetiredLocked(l *level) {
 	if !l.retiring || l.tickets > 0 {
 		return
 	}
+	l.retiring = false
 	c.retiring = slices.DeleteFunc(c.retiring, func(x *level) bool { return x == l })
+	if !c.closed { // a closed controller dispatches nothing more
+		c.divideLocked(nil)
+	}
 }

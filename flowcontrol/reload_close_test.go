@@ -133,6 +133,7 @@ func TestALevelRestoredWhileItDrainsKeepsItsRequestsSeats(t *testing.T) {
 			require.NoError(t, err)
 			defer c.Close()
 			lim, _ := c.Limits("work")
+			restLim, _ := c.Limits("rest")
 			var held []*Ticket
 			for range lim.Current {
 				tk, err := c.Admit(ctx, Request{Verb: "work"})
@@ -155,6 +156,11 @@ func TestALevelRestoredWhileItDrainsKeepsItsRequestsSeats(t *testing.T) {
 			c.mu.Unlock()
 			require.Equal(t, lim.Current, inUse, "its requests still hold its seats")
 			require.Zero(t, retiring, "the draining level is the restored one")
+			for name, want := range map[string]Limits{"work": lim, "rest": restLim} {
+				got, _ := c.Limits(name)
+				require.Equal(t, []int{want.Nominal, want.Min, want.Max}, []int{got.Nominal, got.Min, got.Max},
+					"%s's shares are counted once, the restored level's not twice", name)
+			}
 			if tc.response == reject {
 				_, err = c.Admit(ctx, Request{Verb: "work"})
 				rej, ok := IsRejected(err)
