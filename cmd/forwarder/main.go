@@ -24,6 +24,15 @@ const Engine = "libexec"
 
 func main() {
 	name := filepath.Base(os.Args[0])
+	if answer, ok := forward.NameAnswer(name, os.Args[1:]); ok {
+		// core asks each plugin its name as it loads it: no daemon or
+		// full binary is needed to say it.
+		_, err := os.Stdout.WriteString(answer)
+		if err != nil {
+			os.Exit(forward.PluginExitCode)
+		}
+		os.Exit(0)
+	}
 	o := forward.Forward(forward.Call{Binary: name, Args: os.Args[1:], Stdin: os.Stdin, Stdout: os.Stdout, Stderr: os.Stderr})
 	if o.Handled {
 		os.Exit(o.Code)

@@ -6,6 +6,7 @@ import (
 	"io"
 	"os"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 	"time"
@@ -215,6 +216,22 @@ func VerbOf(args []string) (verb, explicit string, ok bool) {
 	}
 	_, ok = Write(verb)
 	return verb, explicit, ok
+}
+
+// Plugins are the plugins' names: each one's binary is installed under its
+// plugin's name, and its `name` verb answers it.
+var Plugins = [...]string{"storage", "compute"}
+
+// NameAnswer is what the binary of plugin binary prints for args when args
+// are its `name` verb (with or without --config, which the verb does not
+// read): a front answers it without a daemon or the full binary, as the
+// full binary would, byte for byte. ok false for anything else.
+func NameAnswer(binary string, args []string) (answer string, ok bool) {
+	verb, _, ok := VerbOf(args)
+	if !ok || verb != "name" || !slices.Contains(Plugins[:], binary) {
+		return "", false
+	}
+	return `"` + binary + `"` + "\n", true
 }
 
 // Resolve finds the config file the way the command tree does: the explicit

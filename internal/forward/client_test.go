@@ -503,3 +503,27 @@ func fullListenQueue(t *testing.T) {
 	require.NoError(t, err)
 	t.Cleanup(func() { _ = earlier.Close() })
 }
+
+func TestNameAnswerIsThePluginsNameVerbOnly(t *testing.T) {
+	for _, c := range []struct {
+		name   string
+		binary string
+		args   []string
+		want   string
+	}{
+		{"the storage plugin's name verb", "storage", []string{"name"}, "\"storage\"\n"},
+		{"the compute plugin's, with a config it does not read", "compute", []string{"--config", "/x.yaml", "name"}, "\"compute\"\n"},
+		{"with the config written as one argument", "storage", []string{"--config=/x.yaml", "name"}, "\"storage\"\n"},
+		{"a binary under another name", "storage-next", []string{"name"}, ""},
+		{"another verb", "storage", []string{"get-metrics-description"}, ""},
+		{"an argument after the verb", "storage", []string{"name", "x"}, ""},
+		{"a flag it does not know", "storage", []string{"--debug", "name"}, ""},
+		{"no verb", "storage", nil, ""},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			got, ok := NameAnswer(c.binary, c.args)
+			require.Equal(t, c.want != "", ok)
+			require.Equal(t, c.want, got)
+		})
+	}
+}

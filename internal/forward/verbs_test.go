@@ -7,6 +7,8 @@ import (
 
 	"github.com/eru-extend/resources/engine"
 	"github.com/eru-extend/resources/internal/forward"
+	"github.com/eru-extend/resources/overcommit"
+	"github.com/eru-extend/resources/storage"
 )
 
 // The front links none of the engine, so it keeps the verb facts it needs
@@ -28,4 +30,9 @@ func TestTheFrontsVerbsAreTheEnginesTable(t *testing.T) {
 	}
 	_, ok := forward.Write("nodes")
 	require.False(t, ok, "an operator command is not a forwarded verb")
+}
+
+// The front says the plugins' names itself; the plugins' rules own them.
+func TestTheFrontsPluginNamesAreThePlugins(t *testing.T) {
+	require.Equal(t, []string{storage.Rules{}.Name(), overcommit.Rules{}.Name()}, forward.Plugins[:])
 }

@@ -278,9 +278,15 @@ func TestTheThinFrontAnswersLikeTheFullBinary(t *testing.T) {
 				require.Equal(t, wantErr, got.Stderr, "step %d %s %s", i, s.bin, s.verb)
 			}
 		}
-		require.Equal(t, len(scenario), d.Forwarded(t))
+		named := 0 // the front says its name itself (TestTheFrontSaysItsNameItself)
+		for _, s := range scenario {
+			if s.verb == "name" {
+				named++
+			}
+		}
+		require.Equal(t, len(scenario)-named, d.Forwarded(t))
 		require.Equal(t, 0, dd.Forwarded(t), "the declining daemon ran nothing")
-		require.Equal(t, float64(len(scenario)), sumMetric(t, dd, `eru_serve_requests_total{result="declined"`), "it declined every call")
+		require.Equal(t, float64(len(scenario)-named), sumMetric(t, dd, `eru_serve_requests_total{result="declined"`), "it declined every call")
 	})
 }
 
@@ -333,5 +339,45 @@ func TestCallsAreForwardedOnlyToADaemonOfTheFileTheBinaryReads(t *testing.T) {
 		require.Equal(t, 0, res.Code, describe(res))
 		got := execPath(t, env, testenv.Bin(t, "storage"), nil, []string{"nodes", "get", "n1"}, "ERU_RESOURCE_NO_FORWARD=1")
 		require.Equal(t, 0, got.Code, "the node is in other.db, the store the binary reads: %s", describe(got))
+	})
+}
+
+// TestTheFrontSaysItsNameItself: core asks each plugin its name as it
+// loads it. The front answers it as the full binary does, byte for byte,
+// with or without --config, and needs neither a daemon nor the full binary
+// for it (its libexec/ is empty here); a front under a name that is no
+// plugin's does not invent one and runs the full binary of that name.
+func TestTheFrontSaysItsNameItself(t *testing.T) {
+	t.Parallel()
+	env := testenv.NewEmbedded(t)
+	if d := env.Daemon(); d != nil {
+		d.Stop(t)
+	}
+	front := thinFront(t)
+	for _, b := range []string{"storage", "compute"} {
+		require.NoError(t, os.Remove(filepath.Join(front, "libexec", b)))
+	}
+	for _, bin := range []string{"storage", "compute"} {
+		for _, args := range [][]string{{"name"}, {"--config", "/nonexistent/plugins.yaml", "name"}, {"--config=" + env.Dir + "/storage.yaml", "name"}} {
+			t.Run(bin+" "+strings.Join(args, " ")+" answers as the full binary", func(t *testing.T) {
+				want := execPath(t, env, testenv.Bin(t, bin), nil, args)
+				require.Equal(t, 0, want.Code, describe(want))
+				got := execPath(t, env, filepath.Join(front, bin), nil, args)
+				require.Equal(t, want, got)
+			})
+		}
+	}
+	t.Run("a front under another name runs the full binary of that name", func(t *testing.T) {
+		other := filepath.Join(front, "storage-next")
+		require.NoError(t, os.Link(filepath.Join(front, "storage"), other))
+		got := execPath(t, env, other, nil, []string{"name"})
+		require.Equal(t, forward.PluginExitCode, got.Code, describe(got))
+		require.Empty(t, got.Stdout)
+		require.Contains(t, got.Stderr, "cannot run the plugin engine libexec/storage-next")
+	})
+	t.Run("anything after the verb is the full binary's to refuse", func(t *testing.T) {
+		got := execPath(t, env, filepath.Join(front, "storage"), nil, []string{"name", "extra"})
+		require.Equal(t, forward.PluginExitCode, got.Code, describe(got))
+		require.Contains(t, got.Stderr, "cannot run the plugin engine libexec/storage")
 	})
 }

@@ -55,6 +55,7 @@ func checkReport(t *testing.T, report string) {
 		"| `storage name` (no store) | Go hello-world |",
 		"| the plugin's linked code, started, printing the name (floor) | Go hello-world |",
 		"| `storage name` (no store), against its linked code | the plugin's linked code printing the name |",
+		"| `storage name` through the front, as core runs it with the front installed | Go hello-world |",
 		"| `get-node-resource-info`, one node | `etcdctl get` of its record |",
 		"| `set-node-resource-usage`, one write | `etcdctl put` of a record as large |",
 		"| capacity, 20 nodes | `etcdctl txn`",
@@ -78,7 +79,7 @@ func checkReport(t *testing.T, report string) {
 	} {
 		require.Contains(t, report, row)
 	}
-	require.Equal(t, 26, strings.Count(report, "×** ["), "one row of ratios per measure:\n%s", report)
+	require.Equal(t, 27, strings.Count(report, "×** ["), "one row of ratios per measure:\n%s", report)
 	for _, line := range []string{"- load average at start: ", "- load average at end: ", "- cluster: 20 nodes", "- cluster: 60 nodes", "- cluster: 20 nodes sharing 10 pools", "- machine: ", "in a process of its own (embed)", "the plugins' build settings: CGO_ENABLED="} {
 		require.Contains(t, report, line)
 	}

@@ -388,6 +388,9 @@ func (b *bench) measures(ctx context.Context, clusters []*cluster, pooled *clust
 	hello := step{label: "Go hello-world", cmd: fixed(command{argv: []string{b.hello}}), check: exactly("hello, world\n")}
 	linked := step{label: "the plugin's linked code printing the name", cmd: fixed(command{argv: []string{b.linked}}), check: exactly("\"storage\"\n")}
 	name := b.verb(small, "name", nil, exactly("\"storage\"\n"))
+	nameFront := name
+	nameFront.label = "`storage name` through the front"
+	nameFront.cmd = b.viaFront(name.cmd)
 	info := small.names[0] // used(0) == 0: no diffs
 	write := small.names[min(3, small.n-1)]
 	etcdGet := step{label: "`etcdctl get` of its record", cmd: fixed(b.etcdctlCmd(nil, "get", small.storageKey(info))), check: etcdctlRecord(small.storageKey(info), nodeIndex(info))}
@@ -411,6 +414,9 @@ func (b *bench) measures(ctx context.Context, clusters []*cluster, pooled *clust
 		{name: "`storage name` (no store)", subject: name, floor: hello, target: 1.5},
 		{name: "the plugin's linked code, started, printing the name (floor)", subject: linked, floor: hello},
 		{name: "`storage name` (no store), against its linked code", subject: name, floor: linked},
+		// With the front installed (docs/serve.md), core execs the front,
+		// which says the name itself.
+		{name: "`storage name` through the front, as core runs it with the front installed", subject: nameFront, floor: hello, target: 1.5},
 		{name: "`get-node-resource-info`, one node", floor: etcdGet, target: 0.7,
 			subject: b.verb(small, "get-node-resource-info", map[string]any{"nodename": info, "workloads_resource": []any{}}, nodeInfoOf(nodeIndex(info)))},
 		{name: "`set-node-resource-usage`, one write", floor: etcdPut, target: 1.0,
