@@ -42,6 +42,8 @@ func TestRequestsOutsideCoresFormAreLeftToEncodingJSON(t *testing.T) {
 		{"an unknown key", `{"nodename":"n1","extra":1}`},
 		{"what follows the object", `{"nodename":"n1"}x`},
 		{"brackets that do not match", `{"resource":{"a":[1}]}`},
+		{"a resource that is a string followed by a space", `{"resource":"x" }`},
+		{"a workload resource that is a string followed by a new line", "{\"workload_resource\":\"x\"\n,\"nodenames\":[\"a\"]}"},
 	} {
 		t.Run(c.name, func(t *testing.T) {
 			req := types.Request{Podname: "untouched"}
@@ -59,7 +61,7 @@ func FuzzDecodeRequestFast(f *testing.F) {
 			f.Add([]byte(in))
 		}
 	}
-	for _, in := range []string{`{"nodenames":[]}`, `{"nodenames":["a","b"],"delta":false,"deploy_count":-3}`, `{"resource":{"a":"}\"]"}}`, `{"usage":[1,{"x":[]}]}`} {
+	for _, in := range []string{`{"nodenames":[]}`, `{"nodenames":["a","b"],"delta":false,"deploy_count":-3}`, `{"resource":{"a":"}\"]"}}`, `{"usage":[1,{"x":[]}]}`, `{"resource":"x" }`} {
 		f.Add([]byte(in))
 	}
 	f.Fuzz(func(t *testing.T, data []byte) {
@@ -71,4 +73,21 @@ func FuzzDecodeRequestFast(f *testing.F) {
 		require.NoError(t, json.Unmarshal(data, &want), "decoded fast what encoding/json refuses: %q", data)
 		require.Equal(t, want, fast)
 	})
+}
+
+func TestARawValueIsDecodedAsEncodingJSONHoldsIt(t *testing.T) {
+	for _, c := range []struct{ name, in string }{
+		{"a resource that is a string followed by a space", `{"resource":"x" }`},
+		{"a workload resource that is a string followed by a tab", "{\"workload_resource\":\"x\"\t,\"nodenames\":[\"a\"]}"},
+		{"an object whose string holds brackets and a quote", `{"resource":{"a":"}\"]"}}`},
+		{"an array with white space inside", `{"usage":[ 1 , {"x" : []} ]}`},
+		{"a capacity that is null", `{"capacity":null}`},
+	} {
+		t.Run(c.name+" holds the bytes encoding/json holds", func(t *testing.T) {
+			var want, got types.Request
+			require.NoError(t, json.Unmarshal([]byte(c.in), &want))
+			require.NoError(t, decodeRequest(strings.NewReader(c.in), &got))
+			require.Equal(t, want, got)
+		})
+	}
 }

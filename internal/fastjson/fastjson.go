@@ -201,7 +201,13 @@ func (d *Decoder) Amounts() (map[string]int64, bool) {
 
 // Composite reads an object or an array, of any content encoding/json
 // accepts, and returns its bytes (the form a json.RawMessage holds).
+// Anything else is refused before a byte is read: a string followed by
+// white space is valid JSON, but encoding/json holds the string without
+// the white space.
 func (d *Decoder) Composite() ([]byte, bool) {
+	if d.i >= len(d.b) || d.b[d.i] != '{' && d.b[d.i] != '[' {
+		return nil, false // neither an object nor an array
+	}
 	start, depth := d.i, 0
 	for d.i < len(d.b) {
 		switch c := d.b[d.i]; {
@@ -214,8 +220,6 @@ func (d *Decoder) Composite() ([]byte, bool) {
 			depth++
 		case c == '}' || c == ']':
 			depth--
-		case d.i == start:
-			return nil, false // neither an object nor an array
 		}
 		d.i++
 		if depth == 0 {

@@ -43,3 +43,25 @@ func TestStringsWithEscapesOrInvalidUTF8AreRefused(t *testing.T) {
 	require.True(t, ok)
 	require.Equal(t, "/däta", s)
 }
+
+func TestCompositeReadsOnlyAnObjectOrAnArray(t *testing.T) {
+	for _, tc := range []struct {
+		name, in, want string
+		ok             bool
+	}{
+		{"an object is read to its end", `{"a":"}]"} ,`, `{"a":"}]"}`, true},
+		{"an array with white space inside is read as it is", `[ 1 , {"b" : []} ]}`, `[ 1 , {"b" : []} ]`, true},
+		{"a string followed by a space is refused", `"x" }`, "", false},
+		{"a string followed by a new line is refused", "\"x\"\n,", "", false},
+		{"a number is refused", `1}`, "", false},
+		{"white space before the value is refused", ` {}`, "", false},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			v, ok := fastjson.New([]byte(tc.in)).Composite()
+			require.Equal(t, tc.ok, ok)
+			if ok {
+				require.Equal(t, tc.want, string(v))
+			}
+		})
+	}
+}
