@@ -63,6 +63,12 @@ func (e *Engine[N, W]) SetCapacity(ctx context.Context, req *types.Request) (any
 // remove-node). It never starts a new life: a registration the removal left
 // (drained, isolated, a ledger) is found as it was.
 func (e *Engine[N, W]) SetInfo(ctx context.Context, req *types.Request) (any, error) {
+	// core's undo hands back what get-node-resource-info answered before
+	// the removal; for a node without a record that was null, so both are
+	// null and the state to restore is no record: nothing to write.
+	if types.IsNull(req.Capacity) && types.IsNull(req.Usage) {
+		return struct{}{}, nil
+	}
 	return e.writeAs(ctx, req.Nodename, writeMode[N]{verb: "set-node-resource-info", delta: false}, func(v *nodeView[N], _ Env) (N, any, error) {
 		if err := v.reg.RefuseRetired("record"); err != nil {
 			return v.rec, nil, err

@@ -234,3 +234,27 @@ func TestComputeUndoRefusesAnOvercommitVersionOutOfRange(t *testing.T) {
 		})
 	})
 }
+
+// core's RemoveNode undoes a removal with what get-node-resource-info
+// answered before it; for a node compute has no record of that is null,
+// and restoring it is restoring no record (see the storage test of the
+// same name).
+func TestComputeUndoOfARemoveNodeOfANodeWithoutARecordRestoresNothing(t *testing.T) {
+	testenv.Backends(t, func(t *testing.T, env *testenv.Env) {
+		raw := env.Call(t, bin, "get-node-resource-info", obj{"nodename": "ghost", "workloads_resource": []any{}}, nil)
+		require.Equal(t, "null", string(raw))
+		env.Call(t, bin, "remove-node", obj{"nodename": "ghost"}, nil)
+		before := env.Dump(t)
+
+		t.Run("the undo with capacity and usage null succeeds and writes nothing", func(t *testing.T) {
+			raw := env.Call(t, bin, "set-node-resource-info", obj{"nodename": "ghost", "capacity": nil, "usage": nil}, nil)
+			require.JSONEq(t, `{}`, string(raw))
+			require.Equal(t, before, env.Dump(t))
+			raw = env.Call(t, bin, "get-node-resource-info", obj{"nodename": "ghost", "workloads_resource": []any{}}, nil)
+			require.Equal(t, "null", string(raw))
+		})
+		t.Run("the node can still be added afterwards", func(t *testing.T) {
+			addNode(t, env, "ghost", 4, "8G")
+		})
+	})
+}

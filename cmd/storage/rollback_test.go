@@ -272,3 +272,34 @@ func TestIsolatingAgainRefusesALedgerCoreCouldNotReplay(t *testing.T) {
 		require.JSONEq(t, `{"volumes": {"/data0": 9007199254740992}, "storage": 9007199254740992}`, string(nodeGet(t, env, "n1").Released["storage"]))
 	})
 }
+
+// core's RemoveNode reads every plugin's record first and, when another
+// plugin's removal fails, hands each plugin that removed back what it read
+// (set-node-resource-info). For a node storage never had a record of, it
+// read null, so the undo carries capacity and usage null: restoring that
+// is restoring no record, not a failure that core reports as a failed
+// rollback on top of the removal's own error.
+func TestUndoOfARemoveNodeOfANodeWithoutARecordRestoresNothing(t *testing.T) {
+	t.Parallel()
+	testenv.Backends(t, func(t *testing.T, env *testenv.Env) {
+		raw := env.Call(t, "storage", "get-node-resource-info", obj{"nodename": "ghost", "workloads_resource": []any{}}, nil)
+		require.Equal(t, "null", string(raw))
+		env.Call(t, "storage", "remove-node", obj{"nodename": "ghost"}, nil)
+		before := env.Dump(t)
+
+		t.Run("the undo with capacity and usage null succeeds and writes nothing", func(t *testing.T) {
+			raw := env.Call(t, "storage", "set-node-resource-info", obj{"nodename": "ghost", "capacity": nil, "usage": nil}, nil)
+			require.JSONEq(t, `{}`, string(raw))
+			require.Equal(t, before, env.Dump(t))
+			raw = env.Call(t, "storage", "get-node-resource-info", obj{"nodename": "ghost", "workloads_resource": []any{}}, nil)
+			require.Equal(t, "null", string(raw), "the node is still one storage has never seen")
+		})
+		t.Run("the node can still be added afterwards", func(t *testing.T) {
+			addNode(t, env, "ghost", standardNode)
+		})
+		t.Run("a capacity without a usage is still refused", func(t *testing.T) {
+			line := env.Fail(t, "storage", "set-node-resource-info", obj{"nodename": "other", "capacity": nil, "usage": obj{"volumes": obj{}, "disks": []obj{}, "storage": 0}})
+			require.Contains(t, line, "invalid_argument: capacity: missing")
+		})
+	})
+}
