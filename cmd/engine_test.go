@@ -98,7 +98,7 @@ func TestEngineVerbsInProcess(t *testing.T) {
 					{"name":"compute_memory_used_bytes","labels":["p","c1"],"key":"core.node.c1.compute.memory.used_bytes","value":"0"},
 					{"name":"compute_cpu_ratio","labels":["p","c1"],"key":"core.node.c1.compute.cpu.ratio","value":"1000"},
 					{"name":"compute_memory_ratio","labels":["p","c1"],"key":"core.node.c1.compute.memory.ratio","value":"1000"},
-					{"name":"node_schedulable","labels":["p","c1","READY"],"key":"core.node.c1.compute.schedulable","value":"1"}]`},
+					{"name":"node_schedulable","labels":["p","c1"],"key":"core.node.c1.compute.schedulable","value":"1"}]`},
 				{"remove-node", `{"nodename":"c1"}`, `{}`},
 				{"get-node-resource-info", `{"nodename":"c1"}`, `null`},
 				{"remove-node", `{"nodename":"c1"}`, `{}`},

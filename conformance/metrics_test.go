@@ -3,7 +3,10 @@ package conformance
 import (
 	"testing"
 
+	"github.com/projecteru2/core/metrics"
 	"github.com/projecteru2/core/resource/plugins"
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/testutil"
 	"github.com/stretchr/testify/require"
 )
 
@@ -38,7 +41,7 @@ func TestMetricsAsCoreExportsThem(t *testing.T) {
 				"storage_volume_used":     {"podname", "nodename", "device"},
 				"storage_volume_capacity": {"podname", "nodename", "device"},
 				"storage_pool_held_bytes": {"podname", "nodename", "pool"},
-				"node_schedulable":        {"podname", "nodename", "status"},
+				"node_schedulable":        {"podname", "nodename"},
 			},
 			samples: map[string][]sample{
 				"storage_used":     {{"core.node.n1_rack-2.storage.used", "107374182400"}},
@@ -63,7 +66,7 @@ func TestMetricsAsCoreExportsThem(t *testing.T) {
 				"compute_memory_used_bytes":        {"podname", "nodename"},
 				"compute_cpu_ratio":                {"podname", "nodename"},
 				"compute_memory_ratio":             {"podname", "nodename"},
-				"node_schedulable":                 {"podname", "nodename", "status"},
+				"node_schedulable":                 {"podname", "nodename"},
 			},
 			samples: map[string][]sample{
 				"compute_cpu_schedulable_millis":   {{"core.node.n1_rack-2.compute.cpu.schedulable_millis", "4000"}},
@@ -101,6 +104,45 @@ func TestMetricsAsCoreExportsThem(t *testing.T) {
 				require.ElementsMatch(t, tc.samples[name], got[name], name)
 			}
 			require.Len(t, got, len(tc.samples))
+		})
+	}
+}
+
+// TestCoresExporterKeepsOneSchedulableSeriesPerNode feeds the samples to
+// core's own metrics code (metrics.Metrics.SendMetrics, collectors made
+// from the descriptions as metrics.InitMetrics makes them) before and after
+// the node is drained. core never deletes a label set it was given, so a
+// label whose value changed would leave the node's old series exported at
+// its old value: node_schedulable must stay one series per node, now 0.
+func TestCoresExporterKeepsOneSchedulableSeriesPerNode(t *testing.T) {
+	e := newEnv(t)
+	for _, resource := range []string{"storage", "compute"} {
+		t.Run(resource+"'s node_schedulable of a drained node is one series, at 0", func(t *testing.T) {
+			p := e.plugin(t, resource)
+			node := "sched-" + resource
+			req := n1Request
+			if resource == "compute" {
+				req = params{"cpu": 4, "memory": "8G"}
+			}
+			addNode(t, p, node, req, nil)
+			descriptions, err := p.GetMetricsDescription(t.Context())
+			require.NoError(t, err)
+			exporter := metrics.Metrics{Collectors: map[string]prometheus.Collector{}}
+			for _, d := range *descriptions {
+				exporter.Collectors[d.Name] = prometheus.NewGaugeVec(prometheus.GaugeOpts{Name: d.Name, Help: d.Help}, d.Labels)
+			}
+			send := func() {
+				samples, err := p.GetMetrics(t.Context(), "pod1", node)
+				require.NoError(t, err)
+				exporter.SendMetrics(t.Context(), *samples...)
+			}
+			send()
+			_, stderr, code := e.command(t, resource, []string{"nodes", "drain", node}, nil)
+			require.Zero(t, code, stderr)
+			send()
+			schedulable := exporter.Collectors["node_schedulable"]
+			require.Equal(t, 1, testutil.CollectAndCount(schedulable), "one series for the node, not one per status it had")
+			require.Equal(t, 0.0, testutil.ToFloat64(schedulable))
 		})
 	}
 }

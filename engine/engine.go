@@ -78,16 +78,20 @@ func (e *Engine[N, W]) Name(context.Context, *types.Request) (any, error) {
 }
 
 // SchedulableMetric is the gauge every resource exports per node: 1 when
-// the node may take new work, 0 when not, labelled with its status.
+// the node may take new work, 0 when not. It carries no status label: core
+// exports every label set it was ever given, so a label whose value
+// changes (READY, then DRAINING) would leave the old series at its old
+// value for good; `nodes get` and the serve daemon's eru_node_status say
+// the status.
 const SchedulableMetric = "node_schedulable"
 
 // MetricsDescription declares the resource's metrics and node_schedulable.
 func (e *Engine[N, W]) MetricsDescription(context.Context, *types.Request) (any, error) {
 	return append(e.Res.MetricsDescription(), types.MetricDescription{
 		Name:   SchedulableMetric,
-		Help:   "1 when the node may take new work, 0 when it may not (drained, isolated, retired, clock or memory); status is the node registry's",
+		Help:   "1 when the node may take new work, 0 when it may not (drained, isolated, retired, clock or memory: see nodes get)",
 		Type:   "gauge",
-		Labels: []string{"podname", "nodename", "status"},
+		Labels: []string{"podname", "nodename"},
 	}), nil
 }
 

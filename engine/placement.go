@@ -48,7 +48,7 @@ func (e *Engine[N, W]) DeployCapacity(ctx context.Context, req *types.Request) (
 		draws = make([][]string, len(names))
 	}
 	var env Env
-	err = e.readMany(ctx, names, false, keys, prefixes, func(snap *store.Snapshot) error {
+	err = e.readMany(ctx, names, keys, prefixes, func(snap *store.Snapshot) error {
 		var err error
 		if env, err = e.env(snap.Get); err != nil {
 			return err
@@ -206,7 +206,7 @@ func (e *Engine[N, W]) MostIdle(ctx context.Context, req *types.Request) (any, e
 	recs := make([]*nodeView[N], len(names))
 	var env Env
 	var envErr error // answered by the resource's MostIdle when it asks
-	err := e.readMany(ctx, names, false, nil, nil, func(snap *store.Snapshot) error {
+	err := e.readMany(ctx, names, nil, nil, func(snap *store.Snapshot) error {
 		env, envErr = e.env(snap.Get)
 		return nil
 	}, func(idx []int, read *manyRead[N]) error {
@@ -265,7 +265,7 @@ func (e *Engine[N, W]) Metrics(ctx context.Context, req *types.Request) (any, er
 	var shared string
 	var failed error
 	var mu sync.Mutex
-	err := e.readMany(ctx, uniq, true, nil, nil, func(snap *store.Snapshot) error {
+	err := e.readMany(ctx, uniq, nil, nil, func(snap *store.Snapshot) error {
 		var err error
 		if env, err = e.env(snap.Get); err != nil {
 			return err
@@ -316,17 +316,13 @@ func (e *Engine[N, W]) sample(ref types.NodeRef, v *nodeView[N], env Env, read *
 			}
 		}
 	}
-	holds, err := e.holds(ref.Nodename, read)
-	if err != nil {
-		return nil, err
-	}
 	value := "0"
 	if schedulable {
 		value = "1"
 	}
 	return append(out, types.Metric{
 		Name:   SchedulableMetric,
-		Labels: []string{ref.Podname, ref.Nodename, string(v.reg.Status(holds, e.Policy))},
+		Labels: []string{ref.Podname, ref.Nodename},
 		Key:    "core.node." + strings.ReplaceAll(ref.Nodename, ".", "_") + "." + e.Res.Name() + ".schedulable",
 		Value:  value,
 	}), nil

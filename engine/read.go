@@ -86,26 +86,14 @@ func (e *Engine[N, W]) readNode(ctx context.Context, node string) (*nodeView[N],
 // through a get that also finds what head saw. Records are decoded by
 // whoever needs them (see each) and a page's bytes are dropped once page
 // returns: a query over 10,000 nodes never holds all their bytes, nor all
-// their decoded records. all also reads every other plugin's records of
-// the nodes (and their shared keys), for a node's status. names must be
-// distinct and not empty (dedupe).
-func (e *Engine[N, W]) readNodes(ctx context.Context, names []string, all bool, keys, prefixes []string, head func(*store.Snapshot) error, page func(idx []int, get func(string) ([]byte, bool)) error) error {
+// their decoded records. names must be distinct and not empty (dedupe).
+func (e *Engine[N, W]) readNodes(ctx context.Context, names []string, keys, prefixes []string, head func(*store.Snapshot) error, page func(idx []int, get func(string) ([]byte, bool)) error) error {
 	s, err := e.Open(ctx, false)
 	if err != nil {
 		return err
 	}
 	shared := append([]string(nil), e.Res.SharedKeys()...)
-	under := []string{nodes.RecordPrefix(e.Res.Name())}
-	if all {
-		for _, p := range e.Resources {
-			if p.Name() == e.Res.Name() {
-				continue
-			}
-			shared = append(shared, p.SharedKeys()...)
-			under = append(under, p.RecordPrefix())
-		}
-	}
-	under = append(under, nodes.RegistrationPrefix, nodes.SessionPrefix)
+	under := []string{nodes.RecordPrefix(e.Res.Name()), nodes.RegistrationPrefix, nodes.SessionPrefix}
 	var fixed *store.Snapshot
 	r := store.NameRead{Keys: dedupe(append(shared, keys...)), Prefixes: prefixes, Names: names, Under: under}
 	return store.ReadNames(ctx, s, r, func(snap *store.Snapshot) error {

@@ -57,8 +57,7 @@ type DecodedRecord struct {
 	capacities memo[types.NodeCapacity]
 
 	// samples remembers a node's get-metrics samples the same way, by
-	// podname, the node's status and whether it may take work, and the
-	// shared values (see sampleOf). They are shared: whoever reads them
+	// podname, whether the node may take work, and the shared values (see sampleOf). They are shared: whoever reads them
 	// must not change them.
 	samples memo[[]types.Metric]
 }
@@ -127,21 +126,17 @@ func sharedKey(env Env) string {
 
 // sampleOf is sample, remembered on the snapshot's decoded record: a
 // node's samples are a pure function of its record, the podname asked
-// for, its status, whether it may take work and the shared values.
+// for, whether it may take work and the shared values.
 func (e *Engine[N, W]) sampleOf(ref types.NodeRef, v *nodeView[N], env Env, r *manyRead[N], shared string) ([]types.Metric, error) {
 	dr := v.decoded
 	if r.snap == nil || !v.known || dr == nil {
 		return e.sample(ref, v, env, r)
 	}
-	holds, err := e.holds(ref.Nodename, r)
-	if err != nil {
-		return nil, err
-	}
 	schedulable := "0"
 	if v.reg.Refusal(e.Policy) == "" {
 		schedulable = "1"
 	}
-	key := ref.Podname + "\x00" + string(v.reg.Status(holds, e.Policy)) + "\x00" + schedulable + shared
+	key := ref.Podname + "\x00" + schedulable + shared
 	if m, ok := dr.samples.load(key, maxSamples); ok {
 		return m, nil
 	}
@@ -254,9 +249,9 @@ func (e *Engine[N, W]) keysOf(r *manyRead[N], i int, node string) (record, regis
 // the nodes at the indices idx of names), from e.Snapshots when the engine
 // has one: then the nodes and the extras come in one snapshot and one
 // page.
-func (e *Engine[N, W]) readMany(ctx context.Context, names []string, all bool, extraKeys, extraPrefixes []string, head func(*store.Snapshot) error, page func(idx []int, r *manyRead[N]) error) error {
+func (e *Engine[N, W]) readMany(ctx context.Context, names []string, extraKeys, extraPrefixes []string, head func(*store.Snapshot) error, page func(idx []int, r *manyRead[N]) error) error {
 	fromStore := func() error {
-		return e.readNodes(ctx, names, all, extraKeys, extraPrefixes, head, func(idx []int, get func(string) ([]byte, bool)) error {
+		return e.readNodes(ctx, names, extraKeys, extraPrefixes, head, func(idx []int, get func(string) ([]byte, bool)) error {
 			return page(idx, &manyRead[N]{get: get})
 		})
 	}
@@ -265,14 +260,6 @@ func (e *Engine[N, W]) readMany(ctx context.Context, names []string, all bool, e
 	}
 	shared := append([]string(nil), e.Res.SharedKeys()...)
 	prefixes := []string{nodes.RecordPrefix(e.Res.Name())}
-	if all {
-		for _, p := range e.Resources {
-			if p.Name() != e.Res.Name() {
-				shared = append(shared, p.SharedKeys()...)
-				prefixes = append(prefixes, p.RecordPrefix())
-			}
-		}
-	}
 	// names are distinct (the callers dedupe them), so are their keys.
 	keys := dedupe(shared)
 	ahead := len(keys)
@@ -355,31 +342,6 @@ func (e *Engine[N, W]) viewOf(i int, node string, r *manyRead[N]) (*nodeView[N],
 	}
 	_, v.reg.Live = r.get(sessionKey)
 	return v, nil
-}
-
-// holds reports whether any plugin's record of node holds usage (see
-// nodes.Holds), from decoded records when the snapshot has them all.
-func (e *Engine[N, W]) holds(node string, r *manyRead[N]) (bool, error) {
-	if r.snap == nil {
-		return nodes.Holds(node, e.Resources, r.get)
-	}
-	held := false
-	for _, p := range e.Resources {
-		key := p.RecordPrefix() + node
-		d, ok := r.snap.Decoded(key)
-		if !ok {
-			if _, stored := r.get(key); stored {
-				return nodes.Holds(node, e.Resources, r.get)
-			}
-			continue
-		}
-		dr, ok := d.(*DecodedRecord)
-		if !ok {
-			return nodes.Holds(node, e.Resources, r.get)
-		}
-		held = held || !dr.Held.IsZero()
-	}
-	return held, nil
 }
 
 // eachOf is each over what readMany read.

@@ -192,23 +192,3 @@ func (e *Entry) Status(holds bool, p Policy) Status {
 	}
 	return e.Reg.Status(e.Live, holds, p)
 }
-
-// Holds reports whether any plugin's record of the node holds usage; get
-// must cover every plugin's record key of the node and their shared keys.
-func Holds(node string, plugins []Resource, get func(string) ([]byte, bool)) (bool, error) {
-	shared := sharedOf(plugins, get)
-	for _, p := range plugins {
-		data, ok := get(p.RecordPrefix() + node)
-		if !ok {
-			continue
-		}
-		_, _, held, err := p.Summary(data, shared)
-		if err != nil {
-			return false, types.Wrap(types.Internal, err, p.Name()+" record of node "+node)
-		}
-		if !held.IsZero() {
-			return true, nil
-		}
-	}
-	return false, nil
-}

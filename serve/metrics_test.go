@@ -55,20 +55,20 @@ func TestNodeMetricsAreValidPrometheusText(t *testing.T) {
 }
 
 func TestASeriesBothPluginsAnswerIsWrittenOnce(t *testing.T) {
-	desc := types.MetricDescription{Name: "node_schedulable", Help: "1 when placement may use the node", Type: "gauge", Labels: []string{"podname", "nodename", "status"}}
+	desc := types.MetricDescription{Name: "node_schedulable", Help: "1 when placement may use the node", Type: "gauge", Labels: []string{"podname", "nodename"}}
 	snap := &nodeSnapshot{
 		descs:  map[string]types.MetricDescription{"node_schedulable": desc},
 		shared: map[string]bool{"node_schedulable": true},
 		samples: []types.Metric{
-			{Name: "node_schedulable", Labels: []string{"", "n1", "READY"}, Value: "1"}, // storage's
-			{Name: "node_schedulable", Labels: []string{"", "n2", "READY"}, Value: "1"},
-			{Name: "node_schedulable", Labels: []string{"", "n1", "READY"}, Value: "1"}, // compute's
+			{Name: "node_schedulable", Labels: []string{"", "n1"}, Value: "1"}, // storage's
+			{Name: "node_schedulable", Labels: []string{"", "n2"}, Value: "1"},
+			{Name: "node_schedulable", Labels: []string{"", "n1"}, Value: "1"}, // compute's
 		},
 	}
 	var buf bytes.Buffer
 	require.NoError(t, writeNodeMetrics(&buf, snap))
-	require.Equal(t, 1, bytes.Count(buf.Bytes(), []byte(`node_schedulable{podname="",nodename="n1",status="READY"} 1`)), buf.String())
-	require.Equal(t, 1, bytes.Count(buf.Bytes(), []byte(`node_schedulable{podname="",nodename="n2",status="READY"} 1`)), buf.String())
+	require.Equal(t, 1, bytes.Count(buf.Bytes(), []byte(`node_schedulable{podname="",nodename="n1"} 1`)), buf.String())
+	require.Equal(t, 1, bytes.Count(buf.Bytes(), []byte(`node_schedulable{podname="",nodename="n2"} 1`)), buf.String())
 }
 
 // TestTheDaemonsOwnHelpSaysWhatEachSeriesCounts: a family's HELP is the one

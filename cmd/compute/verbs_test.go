@@ -407,7 +407,7 @@ func TestCalculateRemap(t *testing.T) {
 
 func TestMetrics(t *testing.T) {
 	testenv.Backends(t, func(t *testing.T, env *testenv.Env) {
-		t.Run("the description declares six gauges labelled by pod and node, and node_schedulable by status too", func(t *testing.T) {
+		t.Run("the description declares six gauges and node_schedulable, each labelled by pod and node", func(t *testing.T) {
 			var desc []struct {
 				Name   string   `json:"name"`
 				Help   string   `json:"help"`
@@ -419,11 +419,7 @@ func TestMetrics(t *testing.T) {
 			for i, d := range desc {
 				names[i] = d.Name
 				require.Equal(t, "gauge", d.Type)
-				labels := []string{"podname", "nodename"}
-				if d.Name == "node_schedulable" {
-					labels = append(labels, "status")
-				}
-				require.Equal(t, labels, d.Labels)
+				require.Equal(t, []string{"podname", "nodename"}, d.Labels)
 				require.NotEmpty(t, d.Help)
 			}
 			require.Equal(t, []string{"compute_cpu_schedulable_millis", "compute_cpu_used_millis", "compute_memory_schedulable_bytes",
@@ -445,7 +441,7 @@ func TestMetrics(t *testing.T) {
 				{"name": "compute_memory_used_bytes", "labels": ["pod1", "n1.dc1"], "key": "`+k+`memory.used_bytes", "value": "3221225472"},
 				{"name": "compute_cpu_ratio", "labels": ["pod1", "n1.dc1"], "key": "`+k+`cpu.ratio", "value": "4000"},
 				{"name": "compute_memory_ratio", "labels": ["pod1", "n1.dc1"], "key": "`+k+`memory.ratio", "value": "1500"},
-				{"name": "node_schedulable", "labels": ["pod1", "n1.dc1", "READY"], "key": "`+k+`schedulable", "value": "1"}]`, string(raw))
+				{"name": "node_schedulable", "labels": ["pod1", "n1.dc1"], "key": "`+k+`schedulable", "value": "1"}]`, string(raw))
 		})
 		t.Run("a batch of nodes answers each known node's samples in order", func(t *testing.T) {
 			var samples []struct {

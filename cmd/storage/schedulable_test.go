@@ -118,7 +118,7 @@ func TestSchedulable(t *testing.T) {
 			for _, m := range got {
 				values[m.Key] = m.Value
 				if m.Name == "node_schedulable" {
-					require.Len(t, m.Labels, 3, "as many label values as the description declares")
+					require.Len(t, m.Labels, 2, "as many label values as the description declares")
 				}
 			}
 			require.Equal(t, "0", values["core.node.drained.storage.capacity"])
@@ -131,7 +131,7 @@ func TestSchedulable(t *testing.T) {
 				Labels []string `json:"labels"`
 				Key    string   `json:"key"`
 				Value  string   `json:"value"`
-			}{"node_schedulable", []string{"p", "drained", "DRAINED"}, "core.node.drained.storage.schedulable", "0"})
+			}{"node_schedulable", []string{"p", "drained"}, "core.node.drained.storage.schedulable", "0"})
 		})
 	}, testenv.WithConfig("log:\n  file: plugin.log"))
 }

@@ -345,7 +345,7 @@ func TestMetrics(t *testing.T) {
 				"storage_volume_used":     {"podname", "nodename", "device"},
 				"storage_volume_capacity": {"podname", "nodename", "device"},
 				"storage_pool_held_bytes": {"podname", "nodename", "pool"},
-				"node_schedulable":        {"podname", "nodename", "status"},
+				"node_schedulable":        {"podname", "nodename"},
 			}, names)
 		})
 		addNode(t, env, "node.one", obj{"volumes": []string{"/data.0:1T"}, "storage": "1T"})
@@ -361,7 +361,7 @@ func TestMetrics(t *testing.T) {
 			{"storage_capacity", []string{"pod1", "node.one"}, "core.node.node_one.storage.capacity", "2199023255552"},
 			{"storage_volume_used", []string{"pod1", "node.one", "/data.0"}, "core.node.node_one.storage.volume._data_0.used", "1073741824"},
 			{"storage_volume_capacity", []string{"pod1", "node.one", "/data.0"}, "core.node.node_one.storage.volume._data_0.capacity", "1099511627776"},
-			{"node_schedulable", []string{"pod1", "node.one", "READY"}, "core.node.node_one.storage.schedulable", "1"},
+			{"node_schedulable", []string{"pod1", "node.one"}, "core.node.node_one.storage.schedulable", "1"},
 		}
 		t.Run("a node's samples carry its label values, statsd keys and values as strings", func(t *testing.T) {
 			var got []metric
