@@ -19,7 +19,7 @@ func TestAUserNameWithoutAPasswordSaysThePasswordIsMissing(t *testing.T) {
 		auth obj
 		want string
 	}{
-		{"only a user name", obj{"username": "eru"}, `etcd.auth.password: missing: etcd.auth.username "eru" is set, and etcd's client signs in only with both`},
+		{"only a user name", obj{"username": "eru"}, `etcd.auth.password: missing: etcd.auth.username "eru" is set (line 3), and etcd's client signs in only with both`},
 		{"only a password", obj{"password": "eru-Secret-Q1"}, "etcd.auth.username: missing: etcd.auth.password is set"},
 	} {
 		t.Run(c.name+" is refused naming the missing key", func(t *testing.T) {
