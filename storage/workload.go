@@ -438,17 +438,21 @@ func oneOfLists(m map[string]json.RawMessage, keys ...string) ([]string, bool, e
 		if !ok || types.IsNull(raw) {
 			continue
 		}
-		if found != "" {
-			return nil, false, errInvalid("%s and %s both given: give the list once", found, k)
-		}
-		found = k
-		if err := json.Unmarshal(raw, &list); err != nil {
+		var this []string
+		if err := json.Unmarshal(raw, &this); err != nil {
 			var one string
 			if json.Unmarshal(raw, &one) != nil {
 				return nil, false, errInvalid("%s: want a list of volume bindings, got %s", k, clip(raw))
 			}
-			list = []string{one}
+			this = []string{one}
 		}
+		if len(this) == 0 {
+			continue // an empty list is no list, as core's RawParams.OneOfStringSlice reads it
+		}
+		if found != "" {
+			return nil, false, errInvalid("%s and %s both given: give the list once", found, k)
+		}
+		found, list = k, this
 	}
 	return list, found != "", nil
 }

@@ -263,3 +263,29 @@ func TestReallocKeepsAMonopolyGroupWhole(t *testing.T) {
 		require.Equal(t, 100*gib, delta.StorageRequest)
 	})
 }
+
+// TestAnEmptyBindingListIsAMissingOne: core reads an empty list as no list
+// (RawParams.OneOfStringSlice), and so did the upstream plugin; a client
+// that sends every flag, given or not, sends "volumes-request": [].
+func TestAnEmptyBindingListIsAMissingOne(t *testing.T) {
+	t.Parallel()
+	testenv.Backends(t, func(t *testing.T, env *testenv.Env) {
+		addNode(t, env, "n1", standardNode)
+		plan := func(request obj) string {
+			return string(env.Call(t, "storage", "calculate-deploy", obj{"nodename": "n1", "deploy_count": 2, "workload_resource_request": request}, nil))
+		}
+		want := plan(obj{"volumes": []string{"AUTO:/data:rw:10G"}})
+		for _, c := range []struct {
+			name    string
+			request obj
+		}{
+			{"an empty request list beside the limits", obj{"volumes-request": []string{}, "volumes": []string{"AUTO:/data:rw:10G"}}},
+			{"an empty limit list beside the requests", obj{"volumes-request": []string{"AUTO:/data:rw:10G"}, "volumes-limit": []string{}}},
+			{"an empty second spelling", obj{"volume": []string{}, "volumes": []string{"AUTO:/data:rw:10G"}}},
+		} {
+			t.Run(c.name+" plans as the list alone", func(t *testing.T) {
+				require.Equal(t, want, plan(c.request))
+			})
+		}
+	})
+}
