@@ -70,7 +70,7 @@ func (e *Engine[N, W]) DeployCapacity(ctx context.Context, req *types.Request) (
 			}
 			// A node the plugin never saw is Empty: it takes whatever asks
 			// for nothing of this resource.
-			if caps[i] = e.capacity(read, names[i], v, w, env, memo); caps[i].Capacity > 0 {
+			if caps[i] = e.capacity(read, v, w, env, memo); caps[i].Capacity > 0 {
 				return
 			}
 			why[i] = "the node has no room for one workload of the request"

@@ -57,8 +57,8 @@ type DecodedRecord struct {
 	capacities memo[types.NodeCapacity]
 
 	// samples remembers a node's get-metrics samples the same way, by
-	// podname, whether the node may take work, and the shared values (see sampleOf). They are shared: whoever reads them
-	// must not change them.
+	// podname, whether the node may take work, and the shared values (see
+	// sampleOf). They are shared: whoever reads them must not change them.
 	samples memo[[]types.Metric]
 }
 
@@ -158,7 +158,7 @@ func capacityKey(request []byte, env Env) string {
 // snapshot's decoded record under key ("" remembers nothing). An answer
 // computed while the call's context ended is not remembered (the search
 // may have been cut short; the verb fails anyway).
-func (e *Engine[N, W]) capacity(r *manyRead[N], node string, v *nodeView[N], w W, env Env, key string) types.NodeCapacity {
+func (e *Engine[N, W]) capacity(r *manyRead[N], v *nodeView[N], w W, env Env, key string) types.NodeCapacity {
 	dr := v.decoded
 	if key == "" || r.snap == nil || !v.known {
 		dr = nil
