@@ -1,12 +1,10 @@
 package engine
 
 import (
-	"cmp"
 	"context"
 	"math"
 	"slices"
 	"strings"
-	"sync"
 
 	"github.com/eru-extend/resources/nodes"
 	"github.com/eru-extend/resources/store"
@@ -263,8 +261,6 @@ func (e *Engine[N, W]) Metrics(ctx context.Context, req *types.Request) (any, er
 	samples := make([][]types.Metric, len(refs))
 	var env Env
 	var shared string
-	var failed error
-	var mu sync.Mutex
 	err := e.readMany(ctx, uniq, nil, nil, func(snap *store.Snapshot) error {
 		var err error
 		if env, err = e.env(snap.Get); err != nil {
@@ -278,18 +274,11 @@ func (e *Engine[N, W]) Metrics(ctx context.Context, req *types.Request) (any, er
 				return
 			}
 			for _, i := range at[uniq[u]] {
-				m, err := e.sampleOf(refs[i], v, env, read, shared)
-				if err != nil {
-					mu.Lock()
-					failed = cmp.Or(failed, err)
-					mu.Unlock()
-					return
-				}
-				samples[i] = m
+				samples[i] = e.sampleOf(refs[i], v, env, read, shared)
 			}
 		})
 	})
-	if err = cmp.Or(err, failed); err != nil {
+	if err != nil {
 		return nil, err
 	}
 	total := 0
@@ -306,7 +295,7 @@ func (e *Engine[N, W]) Metrics(ctx context.Context, req *types.Request) (any, er
 // sample is one node's metrics: the resource's, with the capacity
 // placement may still use at 0 when the node may take no new work, and
 // node_schedulable.
-func (e *Engine[N, W]) sample(ref types.NodeRef, v *nodeView[N], env Env, read *manyRead[N]) ([]types.Metric, error) {
+func (e *Engine[N, W]) sample(ref types.NodeRef, v *nodeView[N], env Env) []types.Metric {
 	out := e.Res.Metrics(ref.Podname, ref.Nodename, v.rec, env)
 	schedulable := v.reg.Refusal(e.Policy) == ""
 	if !schedulable {
@@ -325,7 +314,7 @@ func (e *Engine[N, W]) sample(ref types.NodeRef, v *nodeView[N], env Env, read *
 		Labels: []string{ref.Podname, ref.Nodename},
 		Key:    "core.node." + strings.ReplaceAll(ref.Nodename, ".", "_") + "." + e.Res.Name() + ".schedulable",
 		Value:  value,
-	}), nil
+	})
 }
 
 // PlacementReader is implemented by a resource whose plan of a workload

@@ -127,10 +127,10 @@ func sharedKey(env Env) string {
 // sampleOf is sample, remembered on the snapshot's decoded record: a
 // node's samples are a pure function of its record, the podname asked
 // for, whether it may take work and the shared values.
-func (e *Engine[N, W]) sampleOf(ref types.NodeRef, v *nodeView[N], env Env, r *manyRead[N], shared string) ([]types.Metric, error) {
+func (e *Engine[N, W]) sampleOf(ref types.NodeRef, v *nodeView[N], env Env, r *manyRead[N], shared string) []types.Metric {
 	dr := v.decoded
 	if r.snap == nil || !v.known || dr == nil {
-		return e.sample(ref, v, env, r)
+		return e.sample(ref, v, env)
 	}
 	schedulable := "0"
 	if v.reg.Refusal(e.Policy) == "" {
@@ -138,13 +138,11 @@ func (e *Engine[N, W]) sampleOf(ref types.NodeRef, v *nodeView[N], env Env, r *m
 	}
 	key := ref.Podname + "\x00" + schedulable + shared
 	if m, ok := dr.samples.load(key, maxSamples); ok {
-		return m, nil
+		return m
 	}
-	m, err := e.sample(ref, v, env, r)
-	if err == nil {
-		dr.samples.store(key, m, maxSamples)
-	}
-	return m, err
+	m := e.sample(ref, v, env)
+	dr.samples.store(key, m, maxSamples)
+	return m
 }
 
 // capacityKey names a capacity query's request and environment: the
