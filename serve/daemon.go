@@ -275,6 +275,14 @@ func (d *Daemon) Reload() error {
 	if err != nil {
 		return err
 	}
+	// A serve section the daemon could not start with is refused as a
+	// whole, as a mistake in any other section is: applying the file's
+	// flowcontrol section and calling it reloaded would hide the mistake
+	// until the next restart, which it stops.
+	sc, err := SectionConfig(next, d.wd)
+	if err != nil {
+		return err
+	}
 	var flowErr error
 	if d.flow != nil {
 		fc, err := FlowConfig(next)
@@ -286,8 +294,7 @@ func (d *Daemon) Reload() error {
 		}
 		flowErr = err
 	}
-	sc, err := SectionConfig(next, d.wd)
-	if err != nil || !sameSettings(d.cfg, next) || !reflect.DeepEqual(sc, d.serve) {
+	if !sameSettings(d.cfg, next) || !reflect.DeepEqual(sc, d.serve) {
 		if flowErr != nil {
 			return flowErr
 		}

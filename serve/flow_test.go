@@ -408,3 +408,26 @@ func TestAReloadKeepsInFlightCallsAndARefusedOneChangesNothing(t *testing.T) {
 		require.False(t, handled, "declined: the binary runs it with the new settings")
 	})
 }
+
+func TestAReloadOfAFileWithABrokenServeSectionIsRefusedAndSaysWhy(t *testing.T) {
+	d, file := flowDaemon(t, oneQueue, nil)
+	ctl := d.FlowControl()
+	before, _ := ctl.Limits("placement")
+
+	t.Run("a misspelt serve key is refused naming the key, and the flow control keeps its configuration", func(t *testing.T) {
+		bigger := strings.Replace(oneQueue, "server_concurrency: 3", "server_concurrency: 30", 1)
+		body := "embedded:\n  path: eru-resources.db\nserve:\n  token_fil: /nowhere\n" + bigger
+		require.NoError(t, os.WriteFile(file, []byte(body), 0o644))
+		err := d.Reload()
+		require.ErrorContains(t, err, "serve.token_fil: unknown key; did you mean serve.token_file?",
+			"a restart would refuse this file: the reload must say so, not call it reloaded")
+		kept, _ := ctl.Limits("placement")
+		require.Equal(t, before, kept, "nothing of a file the daemon could not start with applies")
+	})
+
+	t.Run("a serve value the daemon cannot use is refused naming the key", func(t *testing.T) {
+		body := "embedded:\n  path: eru-resources.db\nserve:\n  http: 127.0.0.1\n" + oneQueue
+		require.NoError(t, os.WriteFile(file, []byte(body), 0o644))
+		require.ErrorContains(t, d.Reload(), "serve.http")
+	})
+}
