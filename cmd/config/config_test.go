@@ -508,6 +508,8 @@ func TestTheSamplesParse(t *testing.T) {
 			cfg, err := Parse(data, "/etc/eru/"+name)
 			require.NoError(t, err)
 			require.Equal(t, "/etc/eru/eru-resources.db", cfg.Embedded.Path)
+			require.False(t, cfg.UsesEtcd(),
+				"the README's install says the samples ship with etcd.machines commented out: on the embedded store")
 		})
 	}
 }
