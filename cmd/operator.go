@@ -147,7 +147,10 @@ func Run[T any](r *runner, sp spec, body func(op *operation) (nodes.Answer[T], e
 		if err != nil {
 			return fail(err)
 		}
-		if notice := cfg.DefaultsNotice(); notice != "" {
+		// A heartbeat sent --via the daemon opens no store (the node needs
+		// no config): telling it which store the defaults mean would
+		// mislead.
+		if notice := cfg.DefaultsNotice(); notice != "" && !c.IsSet("via") {
 			fmt.Fprintf(r.stderr, "%s: %s: %s\n", r.name, sp.name, notice)
 		}
 		log, closeLog, err := cfg.Logger(r.name, true)

@@ -1,10 +1,14 @@
 package config_test
 
 import (
+	"io"
+	"net/http"
+	"net/http/httptest"
 	"os"
 	"path/filepath"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/stretchr/testify/require"
 
@@ -52,6 +56,37 @@ func TestAnOperatorCommandOnTheDefaultsSaysSo(t *testing.T) {
 		filepath.Join(e.Dir, "storage.yaml")+", "+filepath.Join(e.Dir, "compute.yaml")+", "+filepath.Join(e.Dir, "eru-resources.yaml")+
 		"): using built-in defaults and the embedded store "+filepath.Join(e.Dir, "eru-resources.db"), lines[0])
 	require.Contains(t, lines[1], "failed_precondition: embedded store "+filepath.Join(e.Dir, "eru-resources.db"))
+}
+
+func TestAHeartbeatThroughTheDaemonSaysNothingOfALocalStore(t *testing.T) {
+	// A node that heartbeats --via the daemon has no config and no store of
+	// its own (docs/serve.md): the defaults notice would tell its operator
+	// it used an embedded store in the working directory, which it never
+	// opens.
+	mux := http.NewServeMux()
+	mux.HandleFunc("GET /v1/clock", func(w http.ResponseWriter, r *http.Request) {
+		_, _ = io.WriteString(w, `{"daemon_time":"`+time.Now().UTC().Format(time.RFC3339Nano)+`","stamp":"s"}`)
+	})
+	mux.HandleFunc("POST /v1/nodes/{action}", func(w http.ResponseWriter, r *http.Request) {
+		_, _ = io.WriteString(w, `{"node_id":"n1","status":"READY"}`+"\n")
+	})
+	srv := httptest.NewServer(mux)
+	defer srv.Close()
+	e := &testenv.Env{Dir: t.TempDir()}
+	token := filepath.Join(e.Dir, "serve.token")
+	require.NoError(t, os.WriteFile(token, []byte("tok\n"), 0o600))
+
+	t.Run("a heartbeat sent to the daemon prints its record and no notice of built-in defaults", func(t *testing.T) {
+		res := e.Exec(t, "storage", nil, "nodes", "heartbeat", "n1", "--via", srv.URL, "--token-file", token)
+		require.Equal(t, 0, res.Code, res.Stderr)
+		require.Empty(t, res.Stderr)
+		require.Contains(t, res.Stdout, `"n1"`)
+		require.NoFileExists(t, filepath.Join(e.Dir, "eru-resources.db"))
+	})
+	t.Run("a heartbeat written to the store still says which store it used", func(t *testing.T) {
+		res := e.Exec(t, "storage", nil, "nodes", "heartbeat", "n1")
+		require.Contains(t, res.Stderr, "no config file found")
+	})
 }
 
 func TestTheLogFile(t *testing.T) {
