@@ -145,7 +145,13 @@ func Load(explicit, name string) (*Config, error) {
 	}
 	stamp, err := ReadFile(found.File)
 	if err != nil {
-		return nil, types.Wrap(fileClass(err), err, "config")
+		// A path the operator did not type on this command line says
+		// where it came from (a unit file's or a profile's environment).
+		what := "config"
+		if found.Source == FromEnv {
+			what = "config named by $" + EnvPath
+		}
+		return nil, types.Wrap(fileClass(err), err, what)
 	}
 	// The file is named as the kernel opened it (through a link before a
 	// "..", not cleaned as text): relative paths in it are taken from its

@@ -143,6 +143,13 @@ func TestLoad(t *testing.T) {
 		require.ErrorContains(t, err, "config: open /nonexistent/storage.yaml")
 		require.Equal(t, types.InvalidArgument, types.ClassOf(err))
 	})
+	t.Run("a config file named by the environment that does not exist says the environment named it", func(t *testing.T) {
+		t.Setenv(EnvPath, "/nonexistent/from-env.yaml")
+		_, err := Load("", "storage")
+		require.EqualError(t, err, "config named by $"+EnvPath+": open /nonexistent/from-env.yaml: no such file or directory",
+			"an operator who gave no --config must learn where the path came from")
+		require.Equal(t, types.InvalidArgument, types.ClassOf(err))
+	})
 }
 
 func TestParse(t *testing.T) {
