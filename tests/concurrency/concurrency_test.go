@@ -147,25 +147,37 @@ func TestConcurrentWritersLoseNothing(t *testing.T) {
 }
 
 // TestKilledWritersLeaveAValidRecord kills plugin processes with SIGKILL at
-// random points of a write load. Each write adds 1 GiB to a volume and to
-// the storage total in one record, so a half-applied write would show as
-// the two disagreeing.
+// random points of a write load. Each write adds 1 GiB to a volume of its
+// own and to the storage total in one record, so a half-applied write
+// would show as the two disagreeing, and each volume tells how many times
+// its write landed: once for a write that exited 0, at most once for one
+// that was killed (or died with the daemon), never for the others.
 func TestKilledWritersLeaveAValidRecord(t *testing.T) {
 	skipUnderShort(t)
 	testenv.BackendsInTurn(t, func(t *testing.T, env *testenv.Env) {
-		setup(t, env, "n1")
-		s0, _ := read(t, env, "n1")
-		req, err := json.Marshal(obj{"nodename": "n1", "resource_request": obj{"volumes": []string{"/data0:1G"}}, "delta": true, "incr": true})
-		require.NoError(t, err)
-
 		const processes, each = 8, 25
+		volume := func(p, i int) string { return fmt.Sprintf("/w%d", p*each+i) }
+		var volumes []string
+		for p := range processes {
+			for i := range each {
+				volumes = append(volumes, volume(p, i)+":10G")
+			}
+		}
+		env.Call(t, "storage", "add-node", obj{"nodename": "n1", "resource": obj{"volumes": volumes, "storage": "0"}}, nil)
+		s0, _ := read(t, env, "n1")
+
 		var ok, killed, unknown atomic.Int64
+		var mu sync.Mutex
+		told := map[string]string{} // volume -> "ok", "killed", "unknown" or "failed"
 		var wg sync.WaitGroup
 		chaos := env.Chaos(t)
 		for p := range processes {
 			wg.Go(func() {
 				rng := rand.New(rand.NewPCG(uint64(p), 11))
-				for range each {
+				for i := range each {
+					vol := volume(p, i)
+					req, err := json.Marshal(obj{"nodename": "n1", "resource_request": obj{"volumes": []string{vol + ":1G"}}, "delta": true, "incr": true})
+					require.NoError(t, err)
 					cmd := exec.Command(testenv.Bin(t, "storage"), "set-node-resource-usage")
 					cmd.Dir = env.Dir
 					cmd.Stdin = strings.NewReader(string(req))
@@ -177,17 +189,24 @@ func TestKilledWritersLeaveAValidRecord(t *testing.T) {
 						time.Sleep(time.Duration(rng.IntN(15000)) * time.Microsecond)
 						_ = cmd.Process.Signal(syscall.SIGKILL)
 					}
-					err := cmd.Wait()
+					err = cmd.Wait()
+					outcome := "failed"
 					switch {
 					case err == nil:
 						ok.Add(1)
+						outcome = "ok"
 					case kill:
 						killed.Add(1)
+						outcome = "killed"
 					case testenv.OutcomeUnknown(testenv.Result{Code: cmd.ProcessState.ExitCode(), Stderr: stderr.String()}):
 						unknown.Add(1) // the serve daemon died holding it (ERU_TEST_SERVE=kill)
+						outcome = "unknown"
 					default:
 						t.Errorf("a write that was not killed failed: %v: %s", err, stderr.String())
 					}
+					mu.Lock()
+					told[vol] = outcome
+					mu.Unlock()
 				}
 			})
 		}
@@ -196,15 +215,31 @@ func TestKilledWritersLeaveAValidRecord(t *testing.T) {
 
 		s1, _ := read(t, env, "n1") // the record still parses and validates
 		added := s1.Usage.Storage - s0.Usage.Storage
-		require.Equal(t, added, s1.Usage.Volumes["/data0"]-s0.Usage.Volumes["/data0"], "no write is half applied")
-		require.Zero(t, added%gib)
-		n := added / gib
-		t.Logf("%s: %d writes exited 0, %d were killed, %d died with the daemon, %d landed", env.Kind, ok.Load(), killed.Load(), unknown.Load(), n)
-		require.GreaterOrEqual(t, n, ok.Load(), "every write that exited 0 is there")
-		require.LessOrEqual(t, n, ok.Load()+killed.Load()+unknown.Load(), "a killed write lands at most once")
+		var sum int64
+		for _, u := range s1.Usage.Volumes {
+			sum += u
+		}
+		require.Equal(t, added, sum, "no write is half applied")
+		landedKilled := 0
+		for vol, outcome := range told {
+			n := s1.Usage.Volumes[vol]
+			switch outcome {
+			case "ok":
+				require.Equal(t, gib, n, "%s: a write that exited 0 landed once", vol)
+			case "killed", "unknown":
+				require.Contains(t, []int64{0, gib}, n, "%s: a write whose process died landed at most once", vol)
+				if n == gib {
+					landedKilled++
+				}
+			default:
+				require.Zero(t, n, "%s: a write that failed did not land", vol)
+			}
+		}
+		t.Logf("%s: %d writes exited 0, %d were killed, %d died with the daemon, %d landed (%d of those whose process died)",
+			env.Kind, ok.Load(), killed.Load(), unknown.Load(), added/gib, landedKilled)
 
 		t.Run("the record still takes writes", func(t *testing.T) {
-			env.Call(t, "storage", "set-node-resource-usage", obj{"nodename": "n1", "resource_request": obj{"volumes": []string{"/data0:1G"}}, "delta": true, "incr": true}, nil)
+			env.Call(t, "storage", "set-node-resource-usage", obj{"nodename": "n1", "resource_request": obj{"volumes": []string{volume(0, 0) + ":1G"}}, "delta": true, "incr": true}, nil)
 		})
 	}, testenv.WithBudget(10*time.Second))
 }
