@@ -64,7 +64,7 @@ func (l *ledger) requireExact(t *testing.T, dim string, before, after int64, wha
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	rest := after - before - l.landed[dim]
-	require.True(t, subsetSum(rest, l.unknown[dim]), "%s: %d before, %d after, %d moved by the %d landed writes: the other %d is no subset of the %d writes whose outcome is unknown",
+	require.True(t, subsetSum(rest, l.unknown[dim]), "%s: %d before, %d after, %d moved by the landed writes: the other %d is no subset of the %d writes whose outcome is unknown",
 		what, before, after, l.landed[dim], rest, len(l.unknown[dim]))
 }
 
