@@ -108,6 +108,12 @@ func TestNoReportedOutcomeIsFalseUnderChaos(t *testing.T) {
 		if res.code == 0 {
 			break
 		}
+		// The proxies already cut connections: an earlier attempt that
+		// answered outcome unknown may have landed. Whether the plugin
+		// told the truth about it is the load's to check, not the setup's.
+		if attempt > 0 && strings.Contains(res.stderr, ": already_exists: ") {
+			break
+		}
 		require.Less(t, attempt, 20, "add-node: %s", res.stderr)
 		time.Sleep(200 * time.Millisecond)
 	}
