@@ -280,6 +280,16 @@ func TestNoReportedOutcomeIsFalseUnderChaos(t *testing.T) {
 	require.Zero(t, tl.lost.Load(), "acknowledged writes lost")
 	require.Zero(t, tl.refusedLanded.Load(), "writes reported as definite failures that landed")
 	require.Positive(t, actions.kills.Load()+actions.stops.Load(), "the chaos happened")
+	// The proxies find a write by its marker's key (writeMark): a store
+	// whose markers no longer match it would go through the run with no
+	// answer lost to a cut, the fault this test is for, and pass. 3% of
+	// the chunks carrying a marker, half cut after forwarding and half
+	// dropped: some 75 each in the default 5,000 writes (a few in the
+	// 100 of -short, which may see none).
+	if tl.writes.Load() >= 1000 {
+		require.Positive(t, cuts, "the proxies cut connections after forwarding a write")
+		require.Positive(t, drops, "the proxies dropped writes")
+	}
 	require.Positive(t, tl.acked.Load(), "writes got through")
 }
 
