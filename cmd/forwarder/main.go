@@ -29,6 +29,8 @@ func main() {
 		// full binary is needed to say it.
 		_, err := os.Stdout.WriteString(answer)
 		if err != nil {
+			// The full binary's one line for an answer it could not print.
+			_, _ = os.Stderr.WriteString(forward.NameUnprinted(name, err))
 			os.Exit(forward.PluginExitCode)
 		}
 		os.Exit(0)

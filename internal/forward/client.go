@@ -228,10 +228,46 @@ var Plugins = [...]string{"storage", "compute"}
 // full binary would, byte for byte. ok false for anything else.
 func NameAnswer(binary string, args []string) (answer string, ok bool) {
 	verb, _, ok := VerbOf(args)
-	if !ok || verb != "name" || !slices.Contains(Plugins[:], binary) {
+	if !ok || verb != "name" || !slices.Contains(Plugins[:], binary) || !oneConfig(args) {
 		return "", false
 	}
 	return `"` + binary + `"` + "\n", true
+}
+
+// oneConfig reports whether args name at most one --config, and none
+// empty: the command tree refuses anything else (config.FlagFromArgs), so
+// NameAnswer leaves such a line to the full binary to refuse.
+func oneConfig(args []string) bool {
+	seen := false
+	for i := 0; i < len(args); i++ {
+		a := args[i]
+		var value string
+		switch {
+		case a == "--config" || a == "-config":
+			if i+1 >= len(args) {
+				return false
+			}
+			i++
+			value = args[i]
+		case strings.HasPrefix(a, "--config=") || strings.HasPrefix(a, "-config="):
+			value = a[strings.IndexByte(a, '=')+1:]
+		default:
+			continue
+		}
+		if value == "" || seen {
+			return false
+		}
+		seen = true
+	}
+	return true
+}
+
+// NameUnprinted is the one line the binary of plugin binary prints on
+// stderr when its name could not be written to stdout (the full binary's
+// line for a read whose answer could not be printed).
+func NameUnprinted(binary string, err error) string {
+	class, reason := AnswerUnprinted(false, err)
+	return binary + ": name: " + class + ": " + reason + "\n"
 }
 
 // Resolve finds the config file the way the command tree does: the explicit

@@ -519,6 +519,8 @@ func TestNameAnswerIsThePluginsNameVerbOnly(t *testing.T) {
 		{"an argument after the verb", "storage", []string{"name", "x"}, ""},
 		{"a flag it does not know", "storage", []string{"--debug", "name"}, ""},
 		{"no verb", "storage", nil, ""},
+		{"an empty config, which the command tree refuses", "storage", []string{"--config=", "name"}, ""},
+		{"a config given twice, which the command tree refuses", "compute", []string{"--config", "/a.yaml", "-config=/b.yaml", "name"}, ""},
 	} {
 		t.Run(c.name, func(t *testing.T) {
 			got, ok := NameAnswer(c.binary, c.args)

@@ -381,3 +381,42 @@ func TestTheFrontSaysItsNameItself(t *testing.T) {
 		require.Contains(t, got.Stderr, "cannot run the plugin engine libexec/storage")
 	})
 }
+
+// TestTheFrontSaysItsNameOnlyWhereTheFullBinaryWould: the front answers
+// name itself only for command lines the full binary answers, and fails as
+// the full binary fails: a --config the command tree refuses (empty, or
+// given twice) is refused, not answered, and an answer that cannot be
+// printed is said on stderr in the full binary's one line.
+func TestTheFrontSaysItsNameOnlyWhereTheFullBinaryWould(t *testing.T) {
+	t.Parallel()
+	env := testenv.NewEmbedded(t)
+	if d := env.Daemon(); d != nil {
+		d.Stop(t)
+	}
+	front := thinFront(t)
+	for _, args := range [][]string{
+		{"--config=", "name"},
+		{"--config", "", "name"},
+		{"--config", "/a.yaml", "--config", "/b.yaml", "name"},
+		{"--config=/a.yaml", "-config=/b.yaml", "name"},
+	} {
+		t.Run("the front refuses "+strings.Join(args, " ")+" as the full binary does", func(t *testing.T) {
+			want := execPath(t, env, testenv.Bin(t, "storage"), nil, args)
+			require.NotEqual(t, 0, want.Code, "the full binary refuses it: %s", describe(want))
+			got := execPath(t, env, filepath.Join(front, "storage"), nil, args)
+			require.Equal(t, want, got)
+		})
+	}
+	t.Run("a name the front cannot print is reported in the full binary's line", func(t *testing.T) {
+		full, err := os.OpenFile("/dev/full", os.O_WRONLY, 0)
+		if err != nil {
+			t.Skip("no /dev/full here")
+		}
+		defer full.Close()
+		want := execWith(t, env, testenv.Bin(t, "compute"), strings.NewReader(""), full, []string{"name"})
+		require.Equal(t, forward.PluginExitCode, want.Code, describe(want))
+		require.Contains(t, want.Stderr, "its answer could not be printed")
+		got := execWith(t, env, filepath.Join(front, "compute"), strings.NewReader(""), full, []string{"name"})
+		require.Equal(t, want, got)
+	})
+}
