@@ -283,6 +283,13 @@ func (d *Daemon) Reload() error {
 	if err != nil {
 		return err
 	}
+	// A start also reads the files the HTTP listener needs (Main) and
+	// refuses a section naming one that is not there or not usable.
+	if sc.HTTP != "" {
+		if _, err := sc.ReadHTTPFiles(next.File); err != nil {
+			return err
+		}
+	}
 	var flowErr error
 	if d.flow != nil {
 		fc, err := FlowConfig(next)

@@ -431,3 +431,29 @@ func TestAReloadOfAFileWithABrokenServeSectionIsRefusedAndSaysWhy(t *testing.T) 
 		require.ErrorContains(t, d.Reload(), "serve.http")
 	})
 }
+
+func TestAReloadRefusesAServeSectionWhoseFilesTheDaemonCouldNotStartWith(t *testing.T) {
+	d, file := flowDaemon(t, oneQueue, nil)
+	ctl := d.FlowControl()
+	before, _ := ctl.Limits("placement")
+	bigger := strings.Replace(oneQueue, "server_concurrency: 3", "server_concurrency: 30", 1)
+
+	t.Run("a token_file that is not there is refused naming the key, as a start refuses it", func(t *testing.T) {
+		serve := "serve:\n  http: 127.0.0.1:0\n  token_file: missing.token\n"
+		body := "embedded:\n  path: eru-resources.db\n" + serve + bigger
+		require.NoError(t, os.WriteFile(file, []byte(body), 0o644))
+		require.ErrorContains(t, d.Reload(), "serve.token_file",
+			"a restart would refuse this file: the reload must say so, not call it reloaded")
+		kept, _ := ctl.Limits("placement")
+		require.Equal(t, before, kept, "nothing of a file the daemon could not start with applies")
+	})
+
+	t.Run("a TLS certificate that is not there is refused naming the key", func(t *testing.T) {
+		serve := "serve:\n  http: 127.0.0.1:0\n  tls:\n    cert: missing.crt\n    key: missing.key\n"
+		body := "embedded:\n  path: eru-resources.db\n" + serve + bigger
+		require.NoError(t, os.WriteFile(file, []byte(body), 0o644))
+		require.ErrorContains(t, d.Reload(), "serve.tls.cert")
+		kept, _ := ctl.Limits("placement")
+		require.Equal(t, before, kept)
+	})
+}
