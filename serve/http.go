@@ -80,6 +80,11 @@ func (d *Daemon) Handler(token string) http.Handler {
 		return []string{"overcommit", "get-defaults"}, nil
 	}))
 	mux.Handle("PUT /v1/overcommit/defaults", op("PUT /v1/overcommit/defaults", ratioFields, func(_ *http.Request, body opBody) ([]string, error) {
+		if body.cpu == "" || body.memory == "" {
+			// The command's own refusal names its flags, which an HTTP
+			// client has none of.
+			return nil, types.Invalid("PUT /v1/overcommit/defaults replaces both ratios: give cpu and memory")
+		}
 		return append(append([]string{"overcommit", "set-defaults"}, body.ratios()...), body.mutating()...), nil
 	}))
 	mux.Handle("GET /v1/overcommit/nodes/{id}", op("GET /v1/overcommit/nodes/{id}", reads, func(r *http.Request, _ opBody) ([]string, error) {
