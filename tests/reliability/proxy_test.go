@@ -28,8 +28,13 @@ const (
 	// held) and delays what the client sends from its first request frame
 	// on: a connected etcd that is slow to answer.
 	stallRequests
-	// stallWrites is stallRequests from the client's second request on: a
-	// verb's read answers in time, the write that follows it arrives late.
+	// stallWrites is stallRequests from the first frame that carries a
+	// write on: the request body of a Txn that puts a guard marker
+	// (<prefix>/guards/...), which every write attempt does and no read.
+	// The verb's reads and its guard lease's grant answer in time, so the
+	// write is sent and arrives late. (Delaying from the client's second
+	// request stream held the lease grant back instead: the verb failed
+	// before sending any write, and a write landing late went unseen.)
 	stallWrites
 )
 
@@ -43,6 +48,7 @@ type slowProxy struct {
 	delay  atomic.Int64 // nanoseconds
 	open   atomic.Int64 // connections not yet fully closed
 	seen   atomic.Int64 // connections accepted
+	held   atomic.Int64 // connections whose write stallWrites held back
 }
 
 // newSlowProxy proxies to the etcd at endpoint (http://host:port) until
@@ -153,9 +159,15 @@ func (p *slowProxy) delayed(dst net.Conn, src io.Reader, first []byte) {
 
 // handshakeThenDelay passes the client's HTTP/2 preface and its
 // connection-level frames (stream 0: SETTINGS, PING, WINDOW_UPDATE) at once
-// and delays everything from the first frame of a request stream on — of
-// the first (stallRequests) or of the second (stallWrites; client streams
-// are numbered 1, 3, 5, ...).
+// and delays everything from the first frame of a request stream on
+// (stallRequests), or from the HEADERS of the first request whose body is
+// a write (stallWrites). A stream's HEADERS carry its grpc-timeout, and
+// etcd starts that clock when they arrive: a write whose headers came in
+// time and whose body came late would be refused by that clock alone, not
+// by the guard the test is about. So under stallWrites the frames from a
+// request's HEADERS on are kept (in order: HPACK needs it) until its first
+// DATA frame shows whether it is a write, then sent at once or delayed
+// whole.
 func (p *slowProxy) handshakeThenDelay(server, client net.Conn) {
 	r := bufio.NewReader(client)
 	preface := make([]byte, 24)
@@ -166,9 +178,12 @@ func (p *slowProxy) handshakeThenDelay(server, client net.Conn) {
 	if _, err := server.Write(preface); err != nil {
 		return
 	}
+	var kept []byte    // frames kept from a request's HEADERS on
+	var keptFor uint32 // that request's stream; 0 when nothing is kept
 	for {
 		frame := make([]byte, 9)
 		if _, err := io.ReadFull(r, frame); err != nil {
+			_, _ = server.Write(kept)
 			closeWrite(server)
 			return
 		}
@@ -176,17 +191,43 @@ func (p *slowProxy) handshakeThenDelay(server, client net.Conn) {
 		stream := binary.BigEndian.Uint32(frame[5:9]) & 0x7fffffff
 		frame = append(frame, make([]byte, length)...)
 		if _, err := io.ReadFull(r, frame[9:]); err != nil {
+			_, _ = server.Write(kept)
 			closeWrite(server)
 			return
 		}
-		if stream != 0 && (p.mode == stallRequests || stream >= 3) {
+		if stream != 0 && p.mode == stallRequests {
 			p.delayed(server, r, frame)
 			return
 		}
-		if _, err := server.Write(frame); err != nil {
+		if keptFor == 0 && stream != 0 && frame[3] == 1 { // a request's HEADERS
+			keptFor = stream
+		}
+		if keptFor == 0 {
+			if _, err := server.Write(frame); err != nil {
+				return
+			}
+			continue
+		}
+		kept = append(kept, frame...)
+		if stream != keptFor || frame[3] != 0 { // not yet its first DATA
+			continue
+		}
+		if carriesWrite(frame) {
+			p.held.Add(1)
+			p.delayed(server, r, kept)
 			return
 		}
+		if _, err := server.Write(kept); err != nil {
+			return
+		}
+		kept, keptFor = nil, 0
 	}
+}
+
+// carriesWrite reports whether an HTTP/2 frame is a DATA frame (type 0)
+// whose payload names a guard marker: a write attempt's Txn.
+func carriesWrite(frame []byte) bool {
+	return frame[3] == 0 && bytes.Contains(frame[9:], []byte("/guards/"))
 }
 
 func closeWrite(c net.Conn) {

@@ -107,6 +107,7 @@ func TestAWriteReportedFailedDoesNotLandLater(t *testing.T) {
 		results[i] = runAll(t, targets[i].slow, calls[i:i+1])[0]
 	}
 	proxy.WaitIdle(t, 4*delay)
+	require.Equal(t, int64(len(writes)), proxy.held.Load(), "each verb sent its write, and the proxy held it back")
 	for i, w := range writes {
 		t.Run(w.bin+" "+w.verb+" fails within the call timeout and its late write does not land", func(t *testing.T) {
 			line := refusedVerb(t, results[i], w.bin, w.verb)
