@@ -16,7 +16,8 @@ import (
 // TestEmbeddedStoreServesManyProcessesAtOnce: on a host without etcd,
 // core runs one plugin process per call, many at once. Sixteen concurrent
 // readers (three rounds of them) all answer while another process keeps
-// writing, and every write lands.
+// writing, and every write lands; and a reader answers while another
+// holds the store open, for readers share its lock.
 func TestEmbeddedStoreServesManyProcessesAtOnce(t *testing.T) {
 	skipUnderShort(t)
 	const readers, rounds = 16, 3
@@ -100,6 +101,21 @@ func TestEmbeddedStoreServesManyProcessesAtOnce(t *testing.T) {
 		}
 		env.Call(t, "storage", "get-node-resource-info", obj{"nodename": seeded}, &info)
 		require.Equal(t, int64(len(writes))<<30, info.Usage.Volumes["/data0"])
+	})
+	t.Run("readers share the store: each answers while another reader holds it open", func(t *testing.T) {
+		// Sixteen readers answering at once proves little on its own:
+		// readers that locked the store alone, one after another, answer
+		// too. A reader holding the store open (the shared lock) for the
+		// whole of the calls shows they do not wait for one another.
+		held, err := boltstore.Open(env.DB, boltstore.Options{ReadOnly: true})
+		require.NoError(t, err)
+		defer func() { require.NoError(t, held.Close()) }()
+		for _, c := range readCalls {
+			res, err := testenv.Run(c.path, env.Dir, mustJSON(t, c.req), c.verb)
+			require.NoError(t, err)
+			answered(t, res, c.bin+" "+c.verb)
+			require.Less(t, res.Took, time.Second, "%s %s waited for the other reader", c.bin, c.verb)
+		}
 	})
 	t.Run("every reader saw a whole write, never half of one", func(t *testing.T) {
 		for _, r := range reads {
