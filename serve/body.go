@@ -84,6 +84,9 @@ func decodeBody(r io.Reader, route string, takes []string) (opBody, error) {
 			if err := json.Unmarshal(raw, &v); err != nil {
 				return b, types.Invalid("body: if_version must be an integer (the record's version), not %s", raw)
 			}
+			if v < 0 { // said here: the command's own refusal names its flag
+				return b, types.Invalid("body: if_version %d: a record's version is 0 or more", v)
+			}
 			b.ifVersion = string(raw)
 		case "cpu":
 			b.cpu, err = numberOrString(name, raw)

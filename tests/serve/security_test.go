@@ -189,6 +189,7 @@ func TestTheOperatorAPIWritesOnlyWithTheToken(t *testing.T) {
 			{"an empty command id", "POST", "/v1/nodes/p1:drain", `{"command_id":""}`, 400, `body: command_id must be a non-empty string`},
 			{"a version that is not an integer", "POST", "/v1/nodes/p1:drain", `{"if_version":"3"}`, 400, `body: if_version must be an integer`},
 			{"a fractional version", "POST", "/v1/nodes/p1:drain", `{"if_version":1.5}`, 400, `body: if_version must be an integer`},
+			{"a negative version, in the API's words", "POST", "/v1/nodes/p1:drain", `{"if_version":-1}`, 400, `{"code":"invalid_argument","message":"body: if_version -1: a record's version is 0 or more"}`},
 			{"a ratio that is an object", "PUT", "/v1/overcommit/defaults", `{"cpu":{},"memory":1000}`, 400, `body: cpu must be a number or a string`},
 			{"defaults with one ratio, in the API's words", "PUT", "/v1/overcommit/defaults", `{"cpu":3000}`, 400, `{"code":"invalid_argument","message":"PUT /v1/overcommit/defaults replaces both ratios: give cpu and memory"}`},
 			{"a body that is not an object", "POST", "/v1/nodes/p1:drain", `[]`, 400, `body: want a JSON object, not array`},
