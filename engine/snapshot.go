@@ -225,20 +225,23 @@ type manyRead[N any] struct {
 	snap Snapshot
 
 	// names are the nodes read, and keys what the read asked for: the
-	// shared keys first (shared of them), then stride keys per node of
-	// names, in order: its records, its registration, its session. A
+	// shared keys first (shared of them), then keysPerNode keys per node
+	// of names, in order: its record, its registration, its session. A
 	// node's view looks its keys up there instead of building them again.
-	names          []string
-	keys           []string
-	shared, stride int
+	names  []string
+	keys   []string
+	shared int
 }
+
+// keysPerNode is how many keys readMany asks for per node.
+const keysPerNode = 3
 
 // keysOf answers the record, registration and session keys of names[i],
 // node, from the read's keys when it has them.
 func (e *Engine[N, W]) keysOf(r *manyRead[N], i int, node string) (record, registration, session string) {
 	if r.keys != nil && i < len(r.names) && r.names[i] == node {
-		at := r.shared + i*r.stride
-		return r.keys[at], r.keys[at+r.stride-2], r.keys[at+r.stride-1]
+		at := r.shared + i*keysPerNode
+		return r.keys[at], r.keys[at+1], r.keys[at+2]
 	}
 	return e.recordKey(node), nodes.RegistrationKey(node), nodes.SessionKey(node)
 }
@@ -256,17 +259,13 @@ func (e *Engine[N, W]) readMany(ctx context.Context, names []string, extraKeys, 
 	if e.Snapshots == nil {
 		return fromStore()
 	}
-	shared := append([]string(nil), e.Res.SharedKeys()...)
-	prefixes := []string{nodes.RecordPrefix(e.Res.Name())}
+	shared := e.Res.SharedKeys()
 	// names are distinct (the callers dedupe them), so are their keys.
 	keys := dedupe(shared)
 	ahead := len(keys)
-	keys = slices.Grow(keys, len(names)*(len(prefixes)+2))
+	keys = slices.Grow(keys, len(names)*keysPerNode)
 	for _, n := range names {
-		for _, p := range prefixes {
-			keys = append(keys, p+n)
-		}
-		keys = append(keys, nodes.RegistrationKey(n), nodes.SessionKey(n))
+		keys = append(keys, e.recordKey(n), nodes.RegistrationKey(n), nodes.SessionKey(n))
 	}
 	// The extras (a capacity query's pool records) come in the same
 	// snapshot as the nodes, at their revision, as readNodes reads them.
@@ -302,7 +301,7 @@ func (e *Engine[N, W]) readMany(ctx context.Context, names []string, extraKeys, 
 	for i := range idx {
 		idx[i] = i
 	}
-	return page(idx, &manyRead[N]{get: snap.Get, snap: snap, names: names, keys: keys, shared: ahead, stride: len(prefixes) + 2})
+	return page(idx, &manyRead[N]{get: snap.Get, snap: snap, names: names, keys: keys, shared: ahead})
 }
 
 // viewOf is one node as read: from decoded values when the snapshot has
