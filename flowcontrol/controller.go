@@ -292,7 +292,7 @@ func (c *Controller) applyLocked(cfg Config) {
 // halfway into what it may lend (as Kubernetes starts it); any other keeps
 // its current limit, within its new bounds, until the next re-division.
 func (c *Controller) divideLocked(fresh map[*level]bool) {
-	all := append(slices.Clone(c.order), c.retiring...)
+	all := c.holdingLocked()
 	shares := 0
 	for _, l := range all {
 		shares += *l.spec.NominalConcurrencyShares
@@ -324,6 +324,12 @@ func (c *Controller) divideLocked(fresh map[*level]bool) {
 	}
 }
 
+// holdingLocked is every level that may hold seats: the configured ones,
+// then the removed ones still draining.
+func (c *Controller) holdingLocked() []*level {
+	return append(slices.Clone(c.order), c.retiring...)
+}
+
 // setLimitGaugesLocked publishes an active level's limits.
 func (c *Controller) setLimitGaugesLocked(l *level) {
 	name := l.spec.Name
@@ -346,7 +352,7 @@ func (c *Controller) adjustLocked() {
 	var items []allocItem
 	var limited []*level
 	minSum, lowerSum := 0, 0
-	for _, l := range append(slices.Clone(c.order), c.retiring...) {
+	for _, l := range c.holdingLocked() {
 		l.stats.update(l.demand.Reset())
 		if l.exempt {
 			l.limits.Current = max(l.limits.Min, l.stats.highWater)

@@ -2,7 +2,6 @@ package flowcontrol
 
 import (
 	"context"
-	"slices"
 	"testing"
 	"time"
 
@@ -17,7 +16,7 @@ func (c *Controller) seatsHeld() int {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	n := 0
-	for _, l := range append(slices.Clone(c.order), c.retiring...) {
+	for _, l := range c.holdingLocked() {
 		if l.exempt {
 			n += l.inUse
 		} else {
