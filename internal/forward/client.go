@@ -195,8 +195,11 @@ func AnswerUnprinted(write bool, err error) (class, reason string) {
 // VerbOf finds the plugin verb of a command line: exactly one argument
 // besides an optional --config FILE, and that argument a verb. explicit is
 // the --config value. Anything else (flags, extra arguments, operator
-// commands) is not forwarded, so the binary reports it itself.
+// commands, and an empty or repeated --config, which the command tree
+// refuses: config.FlagFromArgs) is not forwarded, so the binary reports it
+// itself.
 func VerbOf(args []string) (verb, explicit string, ok bool) {
+	configs := 0
 	for i := 0; i < len(args); i++ {
 		a := args[i]
 		switch {
@@ -205,14 +208,19 @@ func VerbOf(args []string) (verb, explicit string, ok bool) {
 				return "", "", false
 			}
 			explicit = args[i+1]
+			configs++
 			i++
 		case strings.HasPrefix(a, "--config=") || strings.HasPrefix(a, "-config="):
 			explicit = a[strings.IndexByte(a, '=')+1:]
+			configs++
 		case verb == "" && !strings.HasPrefix(a, "-"):
 			verb = a
 		default:
 			return "", "", false
 		}
+	}
+	if configs > 1 || configs == 1 && explicit == "" {
+		return "", "", false
 	}
 	_, ok = Write(verb)
 	return verb, explicit, ok
@@ -228,38 +236,10 @@ var Plugins = [...]string{"storage", "compute"}
 // full binary would, byte for byte. ok false for anything else.
 func NameAnswer(binary string, args []string) (answer string, ok bool) {
 	verb, _, ok := VerbOf(args)
-	if !ok || verb != "name" || !slices.Contains(Plugins[:], binary) || !oneConfig(args) {
+	if !ok || verb != "name" || !slices.Contains(Plugins[:], binary) {
 		return "", false
 	}
 	return `"` + binary + `"` + "\n", true
-}
-
-// oneConfig reports whether args name at most one --config, and none
-// empty: the command tree refuses anything else (config.FlagFromArgs), so
-// NameAnswer leaves such a line to the full binary to refuse.
-func oneConfig(args []string) bool {
-	seen := false
-	for i := 0; i < len(args); i++ {
-		a := args[i]
-		var value string
-		switch {
-		case a == "--config" || a == "-config":
-			if i+1 >= len(args) {
-				return false
-			}
-			i++
-			value = args[i]
-		case strings.HasPrefix(a, "--config=") || strings.HasPrefix(a, "-config="):
-			value = a[strings.IndexByte(a, '=')+1:]
-		default:
-			continue
-		}
-		if value == "" || seen {
-			return false
-		}
-		seen = true
-	}
-	return true
 }
 
 // NameUnprinted is the one line the binary of plugin binary prints on
