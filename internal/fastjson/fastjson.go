@@ -122,23 +122,23 @@ func (d *Decoder) Str() (string, bool) {
 
 // Bool reads true or false.
 func (d *Decoder) Bool() (v, ok bool) {
-	for _, lit := range [...]string{"true", "false"} {
-		if len(d.b)-d.i >= len(lit) && string(d.b[d.i:d.i+len(lit)]) == lit {
-			d.i += len(lit)
-			return lit == "true", true
-		}
+	if d.literal("true") {
+		return true, true
 	}
-	return false, false
+	return false, d.literal("false")
 }
 
-// Null reads null, if that is what comes next.
-func (d *Decoder) Null() bool {
-	if len(d.b)-d.i >= 4 && string(d.b[d.i:d.i+4]) == "null" {
-		d.i += 4
+// literal reads lit, if that is what comes next.
+func (d *Decoder) literal(lit string) bool {
+	if len(d.b)-d.i >= len(lit) && string(d.b[d.i:d.i+len(lit)]) == lit {
+		d.i += len(lit)
 		return true
 	}
 	return false
 }
+
+// Null reads null, if that is what comes next.
+func (d *Decoder) Null() bool { return d.literal("null") }
 
 // Int reads an integer in JSON's form that fits an int64.
 func (d *Decoder) Int() (int64, bool) {
