@@ -12,6 +12,7 @@ import (
 	"strings"
 
 	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/collectors"
 	"github.com/prometheus/common/expfmt"
 	"github.com/prometheus/common/model"
 
@@ -44,7 +45,10 @@ func newMetrics(d *Daemon) *metrics {
 			Buckets: prometheus.ExponentialBuckets(0.0002, 2, 16),
 		}, []string{"verb"}),
 	}
-	m.reg.MustRegister(m.requests, m.latency)
+	// The process' and Go runtime's own series (open files, resident
+	// memory, goroutines, GC): what an operator watches a long-running
+	// daemon for leaks with.
+	m.reg.MustRegister(m.requests, m.latency, collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}), collectors.NewGoCollector())
 	if c := d.cache; c != nil {
 		m.reg.MustRegister(
 			prometheus.NewGaugeFunc(prometheus.GaugeOpts{Name: "eru_serve_cache_revision_lag", Help: "Revisions etcd had reached when a read last asked it that the cache has not applied yet."},
