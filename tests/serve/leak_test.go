@@ -11,7 +11,8 @@ import (
 )
 
 // TestADaemonHoldsNoMoreAfterCallsThanBefore runs every verb of both
-// plugins through a daemon many times, successes and refusals, and then
+// plugins through a daemon many times, successes and refusals, with the
+// operator API's reads beside them, and then
 // requires the daemon's open files and goroutines, as its own /metrics
 // reports them (process_open_fds, go_goroutines), to come back to what it
 // held before the calls: a long-running daemon must not keep a connection,
@@ -32,6 +33,9 @@ func TestADaemonHoldsNoMoreAfterCallsThanBefore(t *testing.T) {
 		run := func() {
 			for _, s := range scenario {
 				env.Exec(t, s.bin, []byte(s.stdin), s.verb)
+			}
+			for _, path := range []string{"/v1/nodes", "/v1/nodes/n1", "/v1/nodes/n9", "/v1/clock", "/v1/overcommit/defaults", "/v1/pools", "/healthz", "/readyz"} {
+				d.Get(t, path)
 			}
 		}
 		run()
