@@ -20,7 +20,7 @@ func (n *Node) DeployCapacity(w *WorkloadRequest, d Defaults, maxDeploy int) typ
 	}
 	// Usage above schedulable (a ratio lowered under what is reserved)
 	// still reads as a full node: core takes usage as a fraction in 0..1.
-	cpuUsed, memUsed := min(1, fraction(n.Usage.CPUMillis, s.CPUMillis)), min(1, fraction(n.Usage.MemoryBytes, s.MemoryBytes))
+	cpuUsed, memUsed := used(n.Usage.CPUMillis, s.CPUMillis), used(n.Usage.MemoryBytes, s.MemoryBytes)
 	// rate follows the resource usage comes from; when both are as used,
 	// the one the request takes more of (a memory-only request on a node
 	// half used in both must not read as costing nothing).
@@ -30,6 +30,16 @@ func (n *Node) DeployCapacity(w *WorkloadRequest, d Defaults, maxDeploy int) typ
 		usage, rate = memUsed, memRate
 	}
 	return types.NodeCapacity{Capacity: int(capacity), Usage: usage, Rate: rate, Weight: 1}
+}
+
+// used is the used fraction of a resource, at most 1: usage on nothing
+// schedulable (a host shrunk to no CPU or memory under what is reserved) is
+// a full node too, not an empty one.
+func used(part, whole int64) float64 {
+	if whole <= 0 && part > 0 {
+		return 1
+	}
+	return min(1, fraction(part, whole))
 }
 
 func fraction(part, whole int64) float64 {

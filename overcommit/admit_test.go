@@ -59,6 +59,8 @@ func TestDeployCapacity(t *testing.T) {
 			want: types.NodeCapacity{Capacity: 8, Usage: 0, Rate: 1.0 / 8, Weight: 1}},
 		{name: "a memory ratio raises schedulable memory", node: host16(Amount{}), request: WorkloadRequest{MemoryRequest: 32 * gib}, defaults: Defaults{CPU: 1000, Memory: 1500}, maxDeploy: 10000,
 			want: types.NodeCapacity{Capacity: 3, Usage: 0, Rate: 1.0 / 3, Weight: 1}},
+		{name: "a host shrunk to no memory under what is reserved reads as full, not as empty", node: &Node{Capacity: Amount{16000, 0}, Usage: Amount{4000, 8 * gib}}, request: WorkloadRequest{CPURequestMillis: 1000}, defaults: oneToOne, maxDeploy: 10000,
+			want: types.NodeCapacity{Capacity: 12, Usage: 1, Rate: 0, Weight: 1}},
 		{name: "a node compute has never seen takes nothing that asks for cpu", node: &Node{}, request: WorkloadRequest{CPURequestMillis: 1}, defaults: oneToOne, maxDeploy: 10000,
 			want: types.NodeCapacity{Capacity: 0, Usage: 0, Rate: 0, Weight: 1}},
 		{name: "a node compute has never seen takes anything that asks for nothing", node: &Node{}, request: WorkloadRequest{}, defaults: oneToOne, maxDeploy: 10000,

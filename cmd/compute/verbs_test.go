@@ -107,6 +107,13 @@ func TestGetNodesDeployCapacity(t *testing.T) {
 			raw := env.Call(t, bin, "get-nodes-deploy-capacity", obj{"nodenames": []string{}, "workload_resource": obj{"cpu": 1}}, nil)
 			require.JSONEq(t, `{"nodes_deploy_capacity_map": {}, "total": 0}`, string(raw))
 		})
+		t.Run("a host shrunk to no memory under what is reserved reads as fully used", func(t *testing.T) {
+			addNode(t, env, "n3", 4, "8G")
+			place(t, env, "n3", 1, obj{"cpu": 1, "memory": "4G"})
+			env.Call(t, bin, "set-node-resource-capacity", obj{"nodename": "n3", "resource_request": obj{"memory": "-8G"}, "delta": true, "incr": true}, nil)
+			caps := capacities(t, env, obj{"cpu": 1}, "n3")
+			require.Equal(t, deployCapacities{Nodes: map[string]nodeCapacity{"n3": {Capacity: 3, Usage: 1, Rate: 0, Weight: 1}}, Total: 3}, caps)
+		})
 	})
 }
 
