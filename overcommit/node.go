@@ -232,7 +232,13 @@ func AddNode(request json.RawMessage, info *types.EngineInfo) (*Node, error) {
 		}
 	}
 	if !q.HasCPU || !q.HasMemory {
-		return nil, types.Invalid("the node's cpu and memory are unknown: give them ({\"cpu\": 16, \"memory\": \"64G\"}) or let the engine report them")
+		unknown := "cpu and memory are"
+		if q.HasCPU {
+			unknown = "memory is"
+		} else if q.HasMemory {
+			unknown = "cpu is"
+		}
+		return nil, types.Invalid("the node's %s unknown: give them ({\"cpu\": 16, \"memory\": \"64G\"}) or let the engine report them", unknown)
 	}
 	n := &Node{Capacity: Amount{CPUMillis: q.CPU, MemoryBytes: q.Memory}}
 	return n, n.Validate()

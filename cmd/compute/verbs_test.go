@@ -47,12 +47,22 @@ func TestAddNode(t *testing.T) {
 			require.Equal(t, int64(8000), out.Capacity.CPUMillis)
 			require.Equal(t, int64(16777216000), out.Capacity.MemoryBytes)
 		})
-		t.Run("a node with neither request nor engine figures is refused", func(t *testing.T) {
-			unchanged(t, env, func() {
-				line := env.Fail(t, bin, "add-node", obj{"nodename": "n4", "resource": obj{"cpu": 4}, "info": nil})
-				require.Contains(t, line, "compute: add-node: node n4: invalid_argument: the node's cpu and memory are unknown")
+		for _, c := range []struct {
+			name     string
+			resource obj
+			want     string
+		}{
+			{"a node with neither request nor engine figures is refused", obj{}, "the node's cpu and memory are unknown"},
+			{"a node whose memory is known nowhere is refused naming the memory", obj{"cpu": 4}, "the node's memory is unknown"},
+			{"a node whose cpu is known nowhere is refused naming the cpu", obj{"memory": "4G"}, "the node's cpu is unknown"},
+		} {
+			t.Run(c.name, func(t *testing.T) {
+				unchanged(t, env, func() {
+					line := env.Fail(t, bin, "add-node", obj{"nodename": "n4", "resource": c.resource, "info": nil})
+					require.Contains(t, line, "compute: add-node: node n4: invalid_argument: "+c.want+":")
+				})
 			})
-		})
+		}
 	})
 }
 
