@@ -4,6 +4,7 @@ import (
 	"encoding/json"
 	"os"
 	"path/filepath"
+	"strconv"
 	"testing"
 
 	"github.com/stretchr/testify/require"
@@ -134,5 +135,49 @@ func TestPoolRestoreChecksOtherHolders(t *testing.T) {
 			require.True(t, living[object].Held)
 			require.Equal(t, 10*gib, poolGet(t, env, "ceph-a").Reserved)
 		})
+	})
+}
+
+// TestPoolRestoreKeepsAnUnheldObjectUnheld: a restore (core's rollback, or
+// set-node-resource-info) whose snapshot names an object unheld, which
+// another node's record keeps unheld, takes the object back unheld, as
+// docs/pools.md says: a restore never makes an unheld object held. Made
+// held, it would be held by a node whose workloads do not have it (here an
+// isolated one), and no other node could attach it.
+func TestPoolRestoreKeepsAnUnheldObjectUnheld(t *testing.T) {
+	t.Parallel()
+	testenv.Backends(t, func(t *testing.T, env *testenv.Env) {
+		restores := []struct {
+			name    string
+			restore func(t *testing.T, node string, usage json.RawMessage)
+		}{
+			{"core's rollback of the usage", func(t *testing.T, node string, usage json.RawMessage) {
+				rollbackUsage(t, env, node, usage)
+			}},
+			{"set-node-resource-info", func(t *testing.T, node string, usage json.RawMessage) {
+				env.Call(t, "storage", "set-node-resource-info", obj{"nodename": node,
+					"capacity": obj{"volumes": obj{}, "disks": []string{}, "storage": 1 << 40, "pools": obj{"ceph-a": obj{"path": "/mnt/ceph-a"}}},
+					"usage":    usage}, nil)
+			}},
+		}
+		addNode(t, env, "keeper", obj{"storage": "1T", "pools": []string{"ceph-a:/mnt/ceph-a"}})
+		env.OpOK(t, "storage", nil, "pools", "set-capacity", "ceph-a", "100G", "--if-version", "0")
+		for i, c := range restores {
+			t.Run("a restore by "+c.name+" takes an object another node keeps unheld back unheld", func(t *testing.T) {
+				dead, other := "dead"+strconv.Itoa(i), "other"+strconv.Itoa(i)
+				for _, n := range []string{dead, other} {
+					addNode(t, env, n, obj{"storage": "1T", "pools": []string{"ceph-a:/mnt/ceph-a"}})
+				}
+				object := planObjects(placed(t, env, dead, 1, "10G")[0])[0]
+				env.OpOK(t, "storage", nil, "nodes", "isolate", dead)
+				reserved := poolGet(t, env, "ceph-a").Reserved
+
+				c.restore(t, other, json.RawMessage(`{"volumes":{},"disks":[],"storage":0,"pool_objects":{"`+object+`":{"pool":"ceph-a","bytes":10737418240,"held":false}}}`))
+				living := exactPool(t, env, "ceph-a")
+				require.Equal(t, other, living[object].Node)
+				require.False(t, living[object].Held, "the snapshot has the object unheld")
+				require.Equal(t, reserved, poolGet(t, env, "ceph-a").Reserved)
+			})
+		}
 	})
 }

@@ -375,7 +375,9 @@ func (w Write) attach(after Objects, others map[string]Objects, id string, amt A
 		}
 	}
 	delete(others[from], id)
-	obj.Held = true
+	// A restore takes an unheld object back as its snapshot has it: it
+	// never makes an unheld object held.
+	obj.Held = !(w.Restore && w.Change.Unheld[id])
 	if !w.Restore {
 		obj.AttachedFrom = from
 	}
