@@ -122,6 +122,11 @@ func (d *Daemon) Handler(token string) http.Handler {
 		if body.capacity == "" {
 			return nil, types.Invalid("body: capacity is missing (bytes, or a size such as \"300G\")")
 		}
+		if strings.HasPrefix(body.capacity, "-") {
+			// The command line would read it as a flag, and refuse a flag
+			// the HTTP client never gave.
+			return nil, types.Invalid("body: capacity %q is not a size (bytes > 0, or a size such as \"300G\")", body.capacity)
+		}
 		return append([]string{"pools", "set-capacity", id, body.capacity}, body.mutating()...), nil
 	}))
 	mux.Handle("POST /v1/pools/{action}", poolOp(routeDeclareLost, mutatingFields, func(r *http.Request, body opBody) ([]string, error) {
