@@ -5,6 +5,7 @@ import (
 	"maps"
 	"slices"
 	"strings"
+	"time"
 
 	"github.com/eru-extend/resources/engine"
 	"github.com/eru-extend/resources/nodes"
@@ -118,6 +119,16 @@ func (n *Node) reach(pools map[string]*pool.Record, checks map[string]nodes.Pool
 	return out
 }
 
+// unavailable is the refusal of pool id through this node's unavailable
+// attachment, saying why: the pool's loss, or what the node's last
+// heartbeat found at its path.
+func unavailable(id string, rec *pool.Record, checks map[string]nodes.PoolCheck) error {
+	if rec != nil && rec.Lost() {
+		return types.Errorf(types.FailedPrecondition, "this node's attachment to pool %s is unavailable: pool %s was declared lost at %s", id, id, rec.LostAt.UTC().Format(time.RFC3339))
+	}
+	return types.Errorf(types.FailedPrecondition, "this node's attachment to pool %s is unavailable: its last heartbeat found %s", id, checks[id].Reason)
+}
+
 // pathChecks are the pool path checks of the registration among what was
 // read (nil when the node never heartbeat).
 func pathChecks(node string, get func(string) ([]byte, bool)) map[string]nodes.PoolCheck {
@@ -165,7 +176,8 @@ func (n *Node) deployPools(w *WorkloadRequest, count int, shared map[string][]by
 	if err != nil {
 		return nil, err
 	}
-	reach := n.reach(pools, sharedChecks(shared))
+	checks := sharedChecks(shared)
+	reach := n.reach(pools, checks)
 	ids := make([]string, len(w.Pools))
 	perWorkload := map[string]int64{}
 	attached := map[int]pool.Object{}
@@ -201,7 +213,7 @@ func (n *Node) deployPools(w *WorkloadRequest, count int, shared map[string][]by
 			return nil, types.Errorf(types.FailedPrecondition, "pool %s has no record", id)
 		}
 		if !reach[id] {
-			return nil, types.Errorf(types.FailedPrecondition, "this node's attachment to pool %s is unavailable", id)
+			return nil, unavailable(id, rec, checks)
 		}
 		if err := pool.RoomFor(rec, count, perWorkload[id]); err != nil {
 			return nil, err

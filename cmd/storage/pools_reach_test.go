@@ -109,3 +109,36 @@ func TestPoolObjectsInTheNodeTableInBinaryUnits(t *testing.T) {
 		}
 	})
 }
+
+// TestPoolDeployThroughAnUnavailableAttachmentSaysWhy: calculate-deploy
+// refuses a new object through an attachment that is unavailable, and says
+// why, as `storage pools get` does: the path the node's last heartbeat found
+// failing (with what it found), or the pool's loss.
+func TestPoolDeployThroughAnUnavailableAttachmentSaysWhy(t *testing.T) {
+	t.Parallel()
+	testenv.Backends(t, func(t *testing.T, env *testenv.Env) {
+		missing := filepath.Join(t.TempDir(), "ceph-a")
+		gone := t.TempDir()
+		addNode(t, env, "x", obj{"storage": "1T", "pools": []string{"gone:" + gone}})
+		env.OpOK(t, "storage", nil, "pools", "set-capacity", "gone", "100G", "--if-version", "0")
+		env.OpOK(t, "storage", nil, "nodes", "isolate", "x")
+		env.OpOK(t, "storage", nil, "pools", "declare-lost", "gone")
+		addNode(t, env, "n1", obj{"storage": "1T", "pools": []string{"ceph-a:" + missing, "gone:" + gone}, "default-pool": "ceph-a"})
+		env.OpOK(t, "storage", nil, "pools", "set-capacity", "ceph-a", "100G", "--if-version", "0")
+		heartbeat(t, env, "n1", t.TempDir(), "--pool-check", "exists")
+		for _, c := range []struct {
+			name, binding, want string
+		}{
+			{"a pool whose path the last heartbeat found failing names what it found", "POOL@ceph-a:/data:rw:1G", missing + ": no such file or directory"},
+			{"a pool declared lost says so", "POOL@gone:/data:rw:1G", "pool gone was declared lost"},
+		} {
+			t.Run(c.name, func(t *testing.T) {
+				before := env.Dump(t)
+				line := env.Fail(t, "storage", "calculate-deploy", obj{"nodename": "n1", "deploy_count": 1, "workload_resource_request": obj{"volumes": []string{c.binding}}})
+				require.Contains(t, line, "failed_precondition")
+				require.Contains(t, line, c.want)
+				require.Equal(t, before, env.Dump(t))
+			})
+		}
+	})
+}
