@@ -4,6 +4,7 @@ import (
 	"encoding/json"
 	"os"
 	"path/filepath"
+	"strconv"
 	"testing"
 
 	"github.com/stretchr/testify/require"
@@ -51,5 +52,61 @@ func TestPoolMovedObjectLivesWhereItsRecordSays(t *testing.T) {
 			require.Zero(t, poolGet(t, env, "ceph-a").Reserved)
 			require.Empty(t, info(t, env, "n1", r.WorkloadResource).Diffs)
 		})
+	})
+}
+
+// TestPoolRestoreKeepsAMovedObjectWhereItLives: core's rollback of a deploy
+// on n1 (or set-node-resource-info) replays a snapshot taken before an
+// operator moved one of n1's objects to another pool. The record is what
+// counts: the object stays in the pool it moved to, where its data is (the
+// move removed the old copy), and nothing is reserved for it in the old
+// pool. Put back in the old pool, the engine would be given an empty path
+// at the workload's next realloc, and the data's copy in the new pool would
+// reserve nothing and be cleaned up by no one.
+func TestPoolRestoreKeepsAMovedObjectWhereItLives(t *testing.T) {
+	t.Parallel()
+	testenv.Backends(t, func(t *testing.T, env *testenv.Env) {
+		restores := []struct {
+			name    string
+			restore func(t *testing.T, node string, capacity, usage json.RawMessage)
+		}{
+			{"core's rollback of the usage", func(t *testing.T, node string, _, usage json.RawMessage) {
+				rollbackUsage(t, env, node, usage)
+			}},
+			{"set-node-resource-info", func(t *testing.T, node string, capacity, usage json.RawMessage) {
+				env.Call(t, "storage", "set-node-resource-info", obj{"nodename": node, "capacity": capacity, "usage": usage}, nil)
+			}},
+		}
+		for i, c := range restores {
+			t.Run("a restore by "+c.name+" of a snapshot from before a move keeps the object in the pool it moved to", func(t *testing.T) {
+				node, from, to := "m"+strconv.Itoa(i), "from"+strconv.Itoa(i), "to"+strconv.Itoa(i)
+				a, b := t.TempDir(), t.TempDir()
+				addNode(t, env, node, obj{"storage": "1T", "pools": []string{from + ":" + a, to + ":" + b}, "default-pool": from})
+				env.OpOK(t, "storage", nil, "pools", "set-capacity", from, "100G", "--if-version", "0")
+				env.OpOK(t, "storage", nil, "pools", "set-capacity", to, "100G", "--if-version", "0")
+				first := deploy(t, env, node, 1, obj{"volumes": []string{"POOL:/data:rw:10G"}})
+				commit(t, env, node, first.WorkloadsResource, true)
+				object := planObjects(first.WorkloadsResource[0])[0]
+				second := deploy(t, env, node, 1, obj{"volumes": []string{"POOL:/data:rw:1G"}})
+				var ba beforeAfter
+				env.Call(t, "storage", "set-node-resource-usage", obj{"nodename": node, "workloads_resource": second.WorkloadsResource, "delta": true, "incr": true}, &ba)
+				require.Contains(t, string(ba.Before), object)
+				require.NoError(t, os.MkdirAll(filepath.Join(a, object), 0o755))
+				env.OpOK(t, "storage", nil, "pools", "move", object, "--to", to, "--node", node)
+				require.NoDirExists(t, filepath.Join(a, object))
+				require.DirExists(t, filepath.Join(b, object))
+
+				var stored struct {
+					Capacity json.RawMessage `json:"capacity"`
+				}
+				require.True(t, env.Record(t, "/resource/storage/"+node, &stored))
+				c.restore(t, node, stored.Capacity, ba.Before)
+				require.Empty(t, exactPool(t, env, from), "the old pool keeps no object: its copy was removed")
+				living := exactPool(t, env, to)
+				require.Equal(t, storedObject{Node: node, Pool: to, Bytes: 10 * gib, Held: true}, living[object])
+				require.Zero(t, poolGet(t, env, from).Reserved)
+				require.Equal(t, 10*gib, poolGet(t, env, to).Reserved)
+			})
+		}
 	})
 }

@@ -291,7 +291,10 @@ func (w Write) absolute(after Objects, others map[string]Objects, id string, amt
 			}
 			obj = after[id]
 		}
-		if obj.Pool != amt.Pool {
+		// A restore keeps the object in the pool the record says it lives
+		// in: a move since the snapshot changed it there, and its data is
+		// there.
+		if obj.Pool != amt.Pool && !w.Restore {
 			obj = Object{Pool: amt.Pool, Held: true}
 		}
 		if obj.Bytes != amt.Bytes && !w.Restore {
