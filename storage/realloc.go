@@ -149,10 +149,12 @@ func mergeRequest(old *Workload, req *WorkloadRequest) (*WorkloadRequest, error)
 	if err := oneMountPerDestination(next.Request, nil); err != nil {
 		return nil, err
 	}
-	flatReq := max(0, satAdd(old.StorageRequest, -sizeOf(old.VolumesRequest))) + req.FlatRequest
+	flatHeld := max(0, satAdd(old.StorageRequest, -sizeOf(old.VolumesRequest)))
+	flatReq := flatHeld + req.FlatRequest
 	flatLim := max(0, satAdd(old.StorageLimit, -sizeOf(oldLimits))) + req.FlatLimit
 	if flatReq < 0 {
-		return nil, errInvalid("storage request would go below zero")
+		return nil, errInvalid("storage request would go below zero: the workload holds %s (%d bytes) besides its volumes, the request takes %s (%d bytes)",
+			Human(flatHeld), flatHeld, Human(-req.FlatRequest), -req.FlatRequest)
 	}
 	next.FlatRequest, next.FlatLimit = flatReq, max(flatLim, flatReq)
 	if err := next.total(); err != nil {
@@ -188,6 +190,7 @@ func mergeBindings(base, deltas []*VolumeBinding) ([]*VolumeBinding, map[identit
 		}
 		b := out[i]
 		had := b.Size != 0 || !b.Quota.IsZero()
+		held := b.Quota
 		b.Size += d.Size
 		b.Quota = b.Quota.Plus(d.Quota)
 		if b.Size < 0 {
@@ -195,7 +198,7 @@ func mergeBindings(base, deltas []*VolumeBinding) ([]*VolumeBinding, map[identit
 		}
 		for qi, q := range b.Quota {
 			if q < 0 {
-				return nil, nil, errInvalid("volume %s:%s %s would go below zero", b.Source, b.Destination, QuotaNames[qi])
+				return nil, nil, errInvalid("volume %s:%s %s would go below zero: %d %s", b.Source, b.Destination, QuotaNames[qi], held[qi], signed(d.Quota[qi]))
 			}
 		}
 		if had && b.Size == 0 && b.Quota.IsZero() {

@@ -181,3 +181,31 @@ func TestASessionTTLTheHeartbeatWouldRefuseIsAConfigError(t *testing.T) {
 		})
 	}
 }
+
+// TestReallocBelowZeroNamesTheAmounts: a realloc whose deltas would take
+// the workload's flat storage or a binding's IO quota below zero is refused
+// naming what the workload holds and what the request takes away, and
+// writes nothing.
+func TestReallocBelowZeroNamesTheAmounts(t *testing.T) {
+	t.Parallel()
+	env := testenv.NewEmbedded(t)
+	addNode(t, env, "n1", standardNode)
+	d := deploy(t, env, "n1", 1, obj{"volumes": []string{"AUTO:/d:rw:10G:5:5:5:5"}, "storage": "1G"})
+	for _, c := range []struct {
+		name    string
+		request obj
+		want    string
+	}{
+		{"taking more flat storage than the workload holds", obj{"storage": "-2G"},
+			"node n1: invalid_argument: storage request would go below zero: the workload holds 1 GiB (1073741824 bytes) besides its volumes, the request takes 2 GiB (2147483648 bytes)"},
+		{"taking more IO quota than the binding holds", obj{"volumes": []string{"AUTO:/d:rw:0:-6:0:0:0"}},
+			"node n1: invalid_argument: volume AUTO:/d read_IOPS would go below zero: 5 - 6"},
+	} {
+		t.Run(c.name+" is refused naming both amounts", func(t *testing.T) {
+			before := env.Dump(t)
+			line := env.Fail(t, "storage", "calculate-realloc", obj{"nodename": "n1", "workload_resource": d.WorkloadsResource[0], "workload_resource_request": c.request})
+			require.Contains(t, line, c.want)
+			require.Equal(t, before, env.Dump(t), "nothing written")
+		})
+	}
+}
