@@ -199,6 +199,8 @@ func parseDisks(raw json.RawMessage, signed bool) ([]Disk, error) {
 			d = parsed
 		} else if err := json.Unmarshal(item, &d); err != nil {
 			return nil, errInvalid("disk %s: want \"device:mounts:read_IOPS:write_IOPS:read_BPS:write_BPS\"", clip(item))
+		} else if err := refuseUnknownDiskKeys(item, "disks"); err != nil {
+			return nil, err
 		}
 		if d.Device == "" {
 			return nil, errInvalid("disk %s: no device", clip(item))
@@ -221,6 +223,33 @@ func parseDisks(raw json.RawMessage, signed bool) ([]Disk, error) {
 		out = append(out, d)
 	}
 	return out, nil
+}
+
+// diskKeys are the keys of a disk object, as stored (a function, so that no
+// caller can change the list for the others).
+func diskKeys() []string {
+	return []string{"device", "mounts", "read_IOPS", "write_IOPS", "read_bps", "write_bps"}
+}
+
+// refuseUnknownDiskKeys refuses a disk object with a key that is none of
+// diskKeys (matched without regard to case, as encoding/json matches them):
+// the decoder would drop it and read its quota as 0, wiping the quota the
+// disk had.
+func refuseUnknownDiskKeys(raw json.RawMessage, what string) error {
+	var m map[string]json.RawMessage
+	if json.Unmarshal(raw, &m) != nil {
+		return nil // not an object: the decode says so
+	}
+	name := clip(raw)
+	if dev := ""; json.Unmarshal(m["device"], &dev) == nil && dev != "" {
+		name = dev
+	}
+	for _, k := range types.SortedKeys(m) {
+		if !slices.ContainsFunc(diskKeys(), func(known string) bool { return strings.EqualFold(known, k) }) {
+			return errInvalid("%s: disk %s: unknown key %q (known: %s)", what, name, k, strings.Join(diskKeys(), ", "))
+		}
+	}
+	return nil
 }
 
 // checkDiskPaths checks a disk's device and mounts (CheckDevicePath).
@@ -344,6 +373,16 @@ func decodeStoredMembers(m map[string]json.RawMessage, raw json.RawMessage, what
 		for _, k := range []string{"volumes", "disks", "storage"} {
 			if _, ok := m[k]; !ok {
 				return Resource{}, errInvalid("%s: a stored storage resource replacing the node's needs %q (it has volumes, disks and storage)", what, k)
+			}
+		}
+	}
+	if shape != report {
+		var disks []json.RawMessage
+		if json.Unmarshal(m["disks"], &disks) == nil {
+			for _, d := range disks {
+				if err := refuseUnknownDiskKeys(d, what+" (stored form)"); err != nil {
+					return Resource{}, err
+				}
 			}
 		}
 	}

@@ -1,6 +1,7 @@
 package main_test
 
 import (
+	"encoding/json"
 	"os"
 	"strings"
 	"testing"
@@ -208,4 +209,48 @@ func TestReallocBelowZeroNamesTheAmounts(t *testing.T) {
 			require.Equal(t, before, env.Dump(t), "nothing written")
 		})
 	}
+}
+
+// TestAMisspeltDiskKeyIsRefused: a disk written as an object with a key
+// that is none of device, mounts, read_IOPS, write_IOPS, read_bps and
+// write_bps is refused, naming the disk and the key, and nothing is written:
+// read as it was, the key would be dropped and its quota set to 0, wiping
+// the quota the disk had. The keys are matched without regard to case.
+func TestAMisspeltDiskKeyIsRefused(t *testing.T) {
+	t.Parallel()
+	env := testenv.NewEmbedded(t)
+	addNode(t, env, "n1", standardNode)
+	misspelt := obj{"device": "/dev/vda", "mounts": []string{"/", "/data0"}, "read_IOPS": 1000, "write_IOPS": 1000, "read_bps": gib, "writeBPS": gib}
+	stored := obj{"volumes": obj{"/data0": tib, "/data1": tib}, "disks": []obj{misspelt}, "storage": 4 * tib}
+	for _, c := range []struct {
+		name, verb string
+		request    obj
+		want       string
+	}{
+		{"a request replacing a disk", "set-node-resource-capacity", obj{"nodename": "n1", "resource_request": obj{"disks": []obj{misspelt}}, "delta": false},
+			`invalid_argument: disks: disk /dev/vda: unknown key "writeBPS"`},
+		{"a request adding to a disk", "set-node-resource-capacity", obj{"nodename": "n1", "resource_request": obj{"disks": []obj{misspelt}}, "delta": true, "incr": true},
+			`invalid_argument: disks: disk /dev/vda: unknown key "writeBPS"`},
+		{"a rollback snapshot of the capacity", "set-node-resource-capacity", obj{"nodename": "n1", "resource_request": stored, "delta": false},
+			`invalid_argument: resource_request (stored form): disk /dev/vda: unknown key "writeBPS"`},
+		{"a stored capacity", "set-node-resource-capacity", obj{"nodename": "n1", "resource": stored, "delta": false},
+			`invalid_argument: resource (stored form): disk /dev/vda: unknown key "writeBPS"`},
+		{"a restored capacity", "set-node-resource-info", obj{"nodename": "n1", "capacity": stored, "usage": nil},
+			`invalid_argument: capacity (stored form): disk /dev/vda: unknown key "writeBPS"`},
+	} {
+		t.Run(c.name+" with a misspelt disk key is refused and writes nothing", func(t *testing.T) {
+			before := env.Dump(t)
+			line := env.Fail(t, "storage", c.verb, c.request)
+			require.Contains(t, line, "node n1: "+c.want)
+			require.Equal(t, before, env.Dump(t), "nothing written")
+		})
+	}
+	t.Run("a disk key in another case is read as the key it matches", func(t *testing.T) {
+		var out beforeAfter
+		env.Call(t, "storage", "set-node-resource-capacity", obj{"nodename": "n1", "resource_request": obj{"disks": []obj{
+			{"device": "/dev/vda", "mounts": []string{"/", "/data0"}, "read_iops": 1, "WRITE_IOPS": 2, "Read_BPS": 3, "write_bps": 4}}}, "delta": false}, &out)
+		var after nodeResource
+		require.NoError(t, json.Unmarshal(out.After, &after))
+		require.Equal(t, []disk{{Device: "/dev/vda", Mounts: []string{"/", "/data0"}, ReadIOPS: 1, WriteIOPS: 2, ReadBPS: 3, WriteBPS: 4}}, after.Disks)
+	})
 }
