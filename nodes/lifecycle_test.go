@@ -41,6 +41,13 @@ func TestForget(t *testing.T) {
 		require.Equal(t, types.FailedPrecondition, types.ClassOf(err))
 		require.ErrorContains(t, err, "the compute plugin still has a record of it")
 	})
+	t.Run("a node with a plugin record and no registration is refused, naming the plugin, not not_found", func(t *testing.T) {
+		r, _ := registry(t)
+		put(t, r.Store, nodes.RecordPrefix("compute")+"legacy", overcommit.Node{Capacity: overcommit.Amount{CPUMillis: 1000}})
+		_, err := r.Forget(ctx, "legacy", nodes.Command{})
+		require.Equal(t, types.FailedPrecondition, types.ClassOf(err))
+		require.ErrorContains(t, err, "node legacy is READY: the compute plugin still has a record of it")
+	})
 	t.Run("a RETIRED tombstone is refused", func(t *testing.T) {
 		r, _ := registry(t)
 		reg := nodes.NewRegistration("n1", time.Unix(0, 0))

@@ -391,7 +391,10 @@ func (r *Registry) Forget(ctx context.Context, node string, cmd Command) (Answer
 			return nil, err
 		}
 		if st.reg == nil {
-			return nil, notFound(node)
+			if len(st.records) == 0 {
+				return nil, notFound(node)
+			}
+			st.reg, st.virtual = unregistered(node, now), true
 		}
 		if err := cmd.CheckVersion("node "+node+" registration", st.reg.Version); err != nil {
 			return nil, err
