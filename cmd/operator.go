@@ -49,6 +49,12 @@ func dryRunFlag() cli.Flag {
 	return &cli.BoolFlag{Name: "dry-run", Usage: "answer what the command would do, or its refusal, and write nothing"}
 }
 
+// maxCommandID bounds a --command-id, which becomes part of a store key
+// (<prefix>/commands/<id>): the same on both stores, and well within the
+// embedded store's key limit (32 KiB), past which it would fail the write
+// as if the store were unavailable.
+const maxCommandID = 1024
+
 // replayed says whether a flag changes what a command does, and so is part
 // of its replay identity (--output and --command-id do not).
 func replayed(flag string) bool { return flag != "output" && flag != "command-id" }
@@ -160,6 +166,9 @@ func Run[T any](r *runner, sp spec, body func(op *operation) (nodes.Answer[T], e
 		defer closeLog()
 		log.Info("command", "command", sp.name, "args", args)
 		cmd := nodes.Command{ID: c.String("command-id"), Args: canonical(sp.name, args, c)}
+		if len(cmd.ID) > maxCommandID {
+			return fail(types.Invalid("--command-id is %d bytes: want at most %d", len(cmd.ID), maxCommandID))
+		}
 		if c.IsSet("if-version") {
 			v := c.Int64("if-version")
 			if v < 0 {

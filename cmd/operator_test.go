@@ -74,6 +74,40 @@ func TestCommandIDReplaysOnlyTheSameFlags(t *testing.T) {
 	})
 }
 
+// A --command-id becomes part of a store key: one too long is refused
+// as such, on either store, before anything is written.
+func TestCommandIDLengthIsBounded(t *testing.T) {
+	dir := t.TempDir()
+	config := filepath.Join(dir, "plugins.yaml")
+	require.NoError(t, os.WriteFile(config, fmt.Appendf(nil, "embedded:\n  path: %q\n", filepath.Join(dir, "store.db")), 0o644))
+	run := func(args ...string) (int, string, string) {
+		var stdout, stderr bytes.Buffer
+		code := Main("storage", append([]string{"--config", config}, args...), strings.NewReader(`{"nodename":"n1","resource":{"volumes":["/data0:1G"]}}`), &stdout, &stderr)
+		return code, stdout.String(), stderr.String()
+	}
+	code, _, stderr := run("add-node")
+	require.Equal(t, 0, code, stderr)
+	for _, c := range []struct {
+		name  string
+		bytes int
+		code  int
+		want  string
+	}{
+		{"an id of the bound is taken", 1024, 0, ""},
+		{"an id one byte past the bound is invalid_argument naming the bound", 1025, types.InvalidArgument.ExitCode(), "storage: nodes drain: invalid_argument: --command-id is 1025 bytes: want at most 1024\n"},
+		{"an id past the embedded store's key limit is invalid_argument, not unavailable", 40000, types.InvalidArgument.ExitCode(), "storage: nodes drain: invalid_argument: --command-id is 40000 bytes: want at most 1024\n"},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			code, stdout, stderr := run("nodes", "drain", "n1", "--command-id", strings.Repeat("x", c.bytes))
+			require.Equal(t, c.code, code, "%s%s", stdout, stderr)
+			if c.want != "" {
+				require.Equal(t, c.want, stderr)
+				require.Empty(t, stdout)
+			}
+		})
+	}
+}
+
 func indexOf(args []string, s string) int {
 	for i, a := range args {
 		if a == s {
