@@ -111,6 +111,10 @@ type scope struct {
 	grantErr error
 
 	attempts int
+	// leases are the leases of keys put with a TTL, by TTL in seconds,
+	// that this scope's attempts share (only those longer than ttl, which
+	// no attempt can outlast).
+	leases map[int64]int64
 }
 
 func (sc *scope) Context() context.Context { return sc.actx }
@@ -156,13 +160,27 @@ func (sc *scope) Commit(ctx context.Context, conds []store.Cond, ops []store.Op,
 			then = append(then, deleteOp(key))
 		case op.TTL > 0:
 			secs := int64(math.Ceil(op.TTL.Seconds()))
-			cctx, cancel := s.bound(ctx)
-			lease, err := s.grant(cctx, secs)
-			cancel()
-			if err != nil {
-				return nil, s.fail(err)
+			lease, ok := sc.leases[secs]
+			if !ok {
+				cctx, cancel := s.bound(ctx)
+				granted, err := s.grant(cctx, secs)
+				cancel()
+				if err != nil {
+					return nil, s.fail(err)
+				}
+				lease = granted.ID
+				// A lease that outlives the scope is kept for its next
+				// attempts: granting one per attempt would leave one that
+				// holds nothing, for its whole TTL (a command's answer:
+				// 24 h), after each attempt that did not land.
+				if secs > sc.ttl {
+					if sc.leases == nil {
+						sc.leases = map[int64]int64{}
+					}
+					sc.leases[secs] = lease
+				}
 			}
-			then = append(then, putOp(key, op.Value, lease.ID))
+			then = append(then, putOp(key, op.Value, lease))
 		default:
 			then = append(then, putOp(key, op.Value, 0))
 		}
