@@ -139,7 +139,7 @@ func pressure(path string) *int64 {
 		for _, f := range fields[1:] {
 			if v, ok := strings.CutPrefix(f, "avg60="); ok {
 				pct, err := strconv.ParseFloat(v, 64)
-				if err != nil || pct < 0 || pct > 100 {
+				if err != nil || math.IsNaN(pct) || pct < 0 || pct > 100 {
 					return nil
 				}
 				bp := int64(math.Round(pct * 100))

@@ -355,6 +355,34 @@ func TestHeartbeatObservations(t *testing.T) {
 	})
 }
 
+// A pressure file that does not hold a share of 0 to 100 is a reading the
+// heartbeat could not take: absent, never a number made of it.
+func TestAPressureThatIsNotAShareIsAbsent(t *testing.T) {
+	t.Parallel()
+	testenv.Backends(t, func(t *testing.T, env *testenv.Env) {
+		addNode(t, env, "n1", standardNode)
+		for _, c := range []struct{ name, avg60 string }{
+			{"a pressure that is not a number is absent", "NaN"},
+			{"a pressure written as lower-case nan is absent", "nan"},
+			{"a negative pressure is absent", "-1.00"},
+			{"a pressure above 100 percent is absent", "100.01"},
+			{"an infinite pressure is absent", "+Inf"},
+		} {
+			t.Run(c.name, func(t *testing.T) {
+				proc := procRoot(t, "boot-a", 4<<20)
+				for _, f := range []string{"pressure/cpu", "pressure/memory"} {
+					require.NoError(t, os.WriteFile(filepath.Join(proc, f), []byte("some avg10=0.00 avg60="+c.avg60+" avg300=0.00 total=0\n"), 0o644))
+				}
+				r := heartbeat(t, env, "n1", proc)
+				require.NotNil(t, r.Observation)
+				require.Nil(t, r.Observation.HostUsage.CPUPressure)
+				require.Nil(t, r.Observation.HostUsage.MemoryPressure)
+				require.Equal(t, int64(4<<30), *r.Observation.HostUsage.MemoryAvailable, "what the host could read is still reported")
+			})
+		}
+	})
+}
+
 // TestStatusPrecedence sets up one node per row of the status table.
 func TestStatusPrecedence(t *testing.T) {
 	t.Parallel()
