@@ -62,6 +62,9 @@ func RecordHeartbeat(opts Options, binary, node string, m nodes.Measurement, ttl
 	if err := nodes.ValidName(node); err != nil {
 		return nil, err
 	}
+	if err := m.Check(); err != nil {
+		return nil, err
+	}
 	cfg, err := r.config()
 	if err != nil {
 		return nil, err

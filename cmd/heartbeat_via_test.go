@@ -1,16 +1,22 @@
 package cmd
 
 import (
+	"bytes"
 	"context"
 	"encoding/json"
+	"fmt"
 	"io"
 	"net/http"
 	"net/http/httptest"
+	"os"
+	"path/filepath"
+	"strings"
 	"testing"
 	"time"
 
 	"github.com/stretchr/testify/require"
 
+	"github.com/eru-extend/resources/cmd/config"
 	"github.com/eru-extend/resources/nodes"
 	"github.com/eru-extend/resources/types"
 )
@@ -109,4 +115,52 @@ func TestTheViaFlagsAreChecked(t *testing.T) {
 			require.ErrorContains(t, err, c.want)
 		})
 	}
+}
+
+// A heartbeat sent through the daemon carries a measurement the node
+// made, not one Measure read here: the daemon refuses one no host could
+// have taken (a clock state that is none, a negative error or memory, a
+// pressure beyond 100%) before anything is written, so that no reading
+// made up escapes the clock check or shows as a figure.
+func TestTheDaemonRefusesAMeasurementNoHostCouldTake(t *testing.T) {
+	dir := t.TempDir()
+	configFile := filepath.Join(dir, "plugins.yaml")
+	require.NoError(t, os.WriteFile(configFile, fmt.Appendf(nil, "embedded:\n  path: %q\n", filepath.Join(dir, "store.db")), 0o644))
+	run := func(stdin string, args ...string) (int, string, string) {
+		var stdout, stderr bytes.Buffer
+		code := Main("storage", append([]string{"--config", configFile}, args...), strings.NewReader(stdin), &stdout, &stderr)
+		return code, stdout.String(), stderr.String()
+	}
+	code, _, stderr := run(`{"nodename":"n1","resource":{"volumes":["/data0:1G"]}}`, "add-node")
+	require.Equal(t, 0, code, stderr)
+	cfg, err := config.Load(configFile, "storage")
+	require.NoError(t, err)
+	neg := time.Duration(-1)
+	minus, over := int64(-1), int64(10001)
+	for _, c := range []struct {
+		name string
+		m    nodes.Measurement
+		says string
+	}{
+		{"a clock state that is none of the kernel's is refused", nodes.Measurement{ClockSync: "FINE"}, `clock_sync "FINE"`},
+		{"a negative clock error is refused", nodes.Measurement{ClockSync: nodes.ClockSynchronized, ClockMaxError: &neg}, "clock_max_error_ns -1"},
+		{"a negative available memory is refused", nodes.Measurement{MemoryAvailable: &minus}, "memory_available_bytes -1"},
+		{"a CPU pressure beyond 100% is refused", nodes.Measurement{CPUPressureBP: &over}, "cpu_pressure_bp 10001: want 0 to 10000"},
+		{"a negative memory pressure is refused", nodes.Measurement{MemoryPressureBP: &minus}, "memory_pressure_bp -1: want 0 to 10000"},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			_, err := RecordHeartbeat(Options{Config: cfg}, "storage", "n1", c.m, 0, false)
+			require.Equal(t, types.InvalidArgument, types.ClassOf(err), "%v", err)
+			require.ErrorContains(t, err, c.says)
+			code, stdout, stderr := run("", "nodes", "get", "n1")
+			require.Equal(t, 0, code, stderr)
+			require.Contains(t, stdout, `"session":{"ever":false}`, "nothing was written")
+		})
+	}
+	t.Run("a measurement a host could take is recorded", func(t *testing.T) {
+		bp := int64(10000)
+		raw, err := RecordHeartbeat(Options{Config: cfg}, "storage", "n1", nodes.Measurement{ClockSync: nodes.ClockUnspecified, CPUPressureBP: &bp}, 0, false)
+		require.NoError(t, err)
+		require.Contains(t, string(raw), `"cpu_pressure_bp":10000`)
+	})
 }

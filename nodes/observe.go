@@ -11,6 +11,8 @@ import (
 	"time"
 
 	"golang.org/x/sys/unix"
+
+	"github.com/eru-extend/resources/types"
 )
 
 // Measurement is what a heartbeat read on its host. A reading it could not
@@ -30,6 +32,31 @@ type Measurement struct {
 	// the heartbeat (never sent by the node: the daemon sets it); nil when
 	// the heartbeat was written to the store directly.
 	Offset *ClockOffset `json:"-"`
+}
+
+// Check refuses a measurement no host could have taken: one a node sent
+// through the daemon (nodes heartbeat --via), which Measure did not read.
+func (m Measurement) Check() error {
+	switch m.ClockSync {
+	case "", ClockSynchronized, ClockUnsynchronized, ClockUnspecified:
+	default:
+		return types.Invalid("measurement: clock_sync %q: want %s, %s or %s", types.Clip([]byte(m.ClockSync)), ClockSynchronized, ClockUnsynchronized, ClockUnspecified)
+	}
+	if m.ClockMaxError != nil && *m.ClockMaxError < 0 {
+		return types.Invalid("measurement: clock_max_error_ns %d: want 0 or more", int64(*m.ClockMaxError))
+	}
+	if m.MemoryAvailable != nil && *m.MemoryAvailable < 0 {
+		return types.Invalid("measurement: memory_available_bytes %d: want 0 or more", *m.MemoryAvailable)
+	}
+	for _, p := range []struct {
+		name string
+		bp   *int64
+	}{{"cpu_pressure_bp", m.CPUPressureBP}, {"memory_pressure_bp", m.MemoryPressureBP}} {
+		if p.bp != nil && (*p.bp < 0 || *p.bp > 10000) {
+			return types.Invalid("measurement: %s %d: want 0 to 10000 (basis points of a share)", p.name, *p.bp)
+		}
+	}
+	return nil
 }
 
 // ClockOffset is a node's clock measured against the daemon's: Offset is
