@@ -174,6 +174,13 @@ func (e *Engine[N, W]) Realloc(ctx context.Context, req *types.Request) (any, er
 	env.Ctx = ctx
 	resp, grows, err := resize.Plan(v.rec, env)
 	if err != nil {
+		// Only growth runs out of room: on a node that takes no new work,
+		// why the growth is refused is the node's state, not its room.
+		if types.ClassOf(err) == types.ResourceExhausted {
+			if rerr := e.refusal(v); rerr != nil {
+				return nil, rerr
+			}
+		}
 		return nil, err
 	}
 	if grows {

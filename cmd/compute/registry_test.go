@@ -50,6 +50,12 @@ func TestDrainedNodeTakesNoNewCompute(t *testing.T) {
 			line := env.Fail(t, bin, "calculate-realloc", obj{"nodename": "n1", "workload_resource": held, "workload_resource_request": obj{"memory": "1G"}})
 			require.Equal(t, "compute: calculate-realloc: node n1: failed_precondition: node is draining", line)
 		})
+		t.Run("a growing realloc beyond the node's room is refused for the drain, not for the room", func(t *testing.T) {
+			for _, delta := range []obj{{"cpu": 100}, {"memory": "1T"}} {
+				line := env.Fail(t, bin, "calculate-realloc", obj{"nodename": "n1", "workload_resource": held, "workload_resource_request": delta})
+				require.Equal(t, "compute: calculate-realloc: node n1: failed_precondition: node is draining", line, "%v", delta)
+			}
+		})
 		t.Run("removing its workloads still lowers its usage", func(t *testing.T) {
 			var change usageChange
 			env.Call(t, bin, "set-node-resource-usage", obj{"nodename": "n1", "workloads_resource": []workload{held, held}, "delta": true, "incr": false}, &change)
