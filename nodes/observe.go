@@ -196,8 +196,12 @@ func (m Measurement) observe(prev *Observation, now time.Time, memoryTight int64
 		o.Pools = m.Pools
 	}
 	if m.ClockMaxError != nil {
-		// A bound, so rounded up: 500.9ms is beyond a 500ms tolerance.
-		ms := (*m.ClockMaxError + time.Millisecond - 1).Milliseconds()
+		// A bound, so rounded up: 500.9ms is beyond a 500ms tolerance
+		// (short of overflowing: the largest error reads back as one).
+		ms := m.ClockMaxError.Milliseconds()
+		if *m.ClockMaxError%time.Millisecond != 0 && ms < math.MaxInt64/int64(time.Millisecond) {
+			ms++
+		}
 		o.Clock.MaxErrorMs = &ms
 	}
 	if m.Offset != nil {

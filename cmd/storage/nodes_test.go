@@ -383,6 +383,33 @@ func TestAPressureThatIsNotAShareIsAbsent(t *testing.T) {
 	})
 }
 
+// The largest clock errors a heartbeat can be told of are beyond the
+// tolerance like any other: rounding one up to whole milliseconds must not
+// overflow into a negative error that passes the clock check.
+func TestTheLargestClockErrorsExceedTheTolerance(t *testing.T) {
+	t.Parallel()
+	testenv.Backends(t, func(t *testing.T, env *testenv.Env) {
+		addNode(t, env, "n1", standardNode)
+		for _, c := range []struct {
+			name, maxError string
+			ms             int64
+		}{
+			{"the largest duration there is blocks placement", "2562047h47m16.854775807s", 9223372036854},
+			{"the largest duration of whole milliseconds blocks placement", "2562047h47m16.854s", 9223372036854},
+			{"a duration just short of it blocks placement", "2562047h47m16.853000001s", 9223372036854},
+		} {
+			t.Run(c.name, func(t *testing.T) {
+				r := heartbeat(t, env, "n1", procRoot(t, "boot-a", 4<<20), "--clock-max-error", c.maxError)
+				require.Equal(t, c.ms, *r.Observation.Clock.MaxErrorMs)
+				require.True(t, r.Observation.Clock.ExceedsTolerance)
+				require.False(t, placeable(t, env, "n1"))
+				line := env.Fail(t, "storage", "calculate-deploy", obj{"nodename": "n1", "deploy_count": 1, "workload_resource_request": smallReq})
+				require.Contains(t, line, "failed_precondition: node clock exceeds tolerance: SYNCHRONIZED, max error 2562047h47m16.854s > 500ms")
+			})
+		}
+	})
+}
+
 // TestStatusPrecedence sets up one node per row of the status table.
 func TestStatusPrecedence(t *testing.T) {
 	t.Parallel()
