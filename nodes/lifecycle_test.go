@@ -9,6 +9,7 @@ import (
 
 	"github.com/eru-extend/resources/nodes"
 	"github.com/eru-extend/resources/overcommit"
+	"github.com/eru-extend/resources/storage"
 	"github.com/eru-extend/resources/types"
 )
 
@@ -47,6 +48,15 @@ func TestForget(t *testing.T) {
 		_, err := r.Forget(ctx, "legacy", nodes.Command{})
 		require.Equal(t, types.FailedPrecondition, types.ClassOf(err))
 		require.ErrorContains(t, err, "node legacy is READY: the compute plugin still has a record of it")
+	})
+	t.Run("a node both plugins record is refused, naming both in the plural", func(t *testing.T) {
+		r, _ := registry(t)
+		put(t, r.Store, nodes.RecordPrefix("compute")+"n1", overcommit.Node{Capacity: overcommit.Amount{CPUMillis: 1000}})
+		put(t, r.Store, nodes.RecordPrefix("storage")+"n1", storage.NewNode())
+		put(t, r.Store, nodes.RegistrationKey("n1"), nodes.NewRegistration("n1", time.Unix(0, 0)))
+		_, err := r.Forget(ctx, "n1", nodes.Command{})
+		require.Equal(t, types.FailedPrecondition, types.ClassOf(err))
+		require.ErrorContains(t, err, "the compute and storage plugins still have records of it")
 	})
 	t.Run("a RETIRED tombstone is refused", func(t *testing.T) {
 		r, _ := registry(t)

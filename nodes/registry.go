@@ -404,7 +404,11 @@ func (r *Registry) Forget(ctx context.Context, node string, cmd Command) (Answer
 			return nil, err
 		}
 		if names := types.SortedKeys(st.records); len(names) > 0 {
-			return nil, refuse(node, before.Status, fmt.Sprintf("the %s plugin still has a record of it; remove the node through core first", strings.Join(names, " and ")))
+			holders := "the " + names[0] + " plugin still has a record"
+			if len(names) > 1 {
+				holders = "the " + strings.Join(names, " and ") + " plugins still have records"
+			}
+			return nil, refuse(node, before.Status, holders+" of it; remove the node through core first")
 		}
 		if st.reg.Admission == Retired {
 			return nil, refuse(node, before.Status, "a retired node's tombstone stays for ever, so its name never comes back")
