@@ -34,7 +34,9 @@ const MaxSessionTTL = 10 * time.Minute
 
 // SessionTTL checks a session's time to live and rounds it up to whole
 // seconds (etcd counts leases in seconds), so that expires_at says when the
-// session really ends on both stores.
+// session really ends on both stores, for a TTL at least etcd's minimum
+// lease (2 s with its default election timeout; etcd stretches a shorter
+// one to it, docs/nodes.md).
 func SessionTTL(ttl time.Duration) (time.Duration, error) {
 	if ttl <= 0 || ttl > MaxSessionTTL {
 		return 0, types.Invalid("session ttl %s: want more than 0 and at most %s", ttl, MaxSessionTTL)
