@@ -249,7 +249,9 @@ func (r *runner) audit(cfg *config.Config, command string, args []string, cmd no
 	log, closeLog, _ := cfg.Logger(r.name, false)
 	defer closeLog()
 	host, _ := os.Hostname()
-	attrs := []any{"command", command, "args", args, "uid", os.Getuid(), "host", host}
+	// call is what the command did, flags included (the ratios an
+	// overcommit command set, an --if-version): its args alone do not say.
+	attrs := []any{"command", command, "args", args, "call", cmd.Args, "uid", os.Getuid(), "host", host}
 	if u, uerr := user.Current(); uerr == nil {
 		attrs = append(attrs, "user", u.Username)
 	}

@@ -399,7 +399,10 @@ func TestOperatorActionsAreLogged(t *testing.T) {
 		retire := find("operator action refused", "nodes retire")
 		require.Equal(t, "WARN", retire["level"])
 		require.Equal(t, "failed_precondition", retire["class"])
-		require.Equal(t, "INFO", find("operator action", "overcommit set-defaults")["level"])
+		setDefaults := find("operator action", "overcommit set-defaults")
+		require.Equal(t, "INFO", setDefaults["level"])
+		require.Equal(t, "overcommit set-defaults --cpu=2000 --memory=1000", setDefaults["call"], "the record says what the ratios were set to")
+		require.Equal(t, "nodes drain n1", drain["call"])
 		require.Equal(t, "WARN", find("verb refused", "")["level"])
 		for _, e := range entries {
 			if e["command"] == "nodes get" {
