@@ -13,16 +13,15 @@ import (
 	"github.com/eru-extend/resources/types"
 )
 
-// The replay identity of a --command-id is the command's own flags: every
-// flag it declares but --output and --command-id, so a flag added to a
-// command cannot be forgotten there.
-func TestCommandIDReplaysOnlyTheSameFlags(t *testing.T) {
+// storageWithNode is a storage binary's command tree on an embedded store
+// in a fresh folder, where node n1 has been added: the folder and a run of
+// the tree with a command line (every run with n1's add-node request on
+// stdin), answering its exit code, stdout and stderr.
+func storageWithNode(t *testing.T) (string, func(args ...string) (int, string, string)) {
+	t.Helper()
 	dir := t.TempDir()
 	config := filepath.Join(dir, "plugins.yaml")
 	require.NoError(t, os.WriteFile(config, fmt.Appendf(nil, "embedded:\n  path: %q\n", filepath.Join(dir, "store.db")), 0o644))
-	proc := filepath.Join(dir, "proc")
-	require.NoError(t, os.MkdirAll(filepath.Join(proc, "sys/kernel/random"), 0o755))
-	require.NoError(t, os.WriteFile(filepath.Join(proc, "sys/kernel/random/boot_id"), []byte("boot-1\n"), 0o644))
 	run := func(args ...string) (int, string, string) {
 		var stdout, stderr bytes.Buffer
 		code := Main("storage", append([]string{"--config", config}, args...), strings.NewReader(`{"nodename":"n1","resource":{"volumes":["/data0:1G"]}}`), &stdout, &stderr)
@@ -30,6 +29,17 @@ func TestCommandIDReplaysOnlyTheSameFlags(t *testing.T) {
 	}
 	code, _, stderr := run("add-node")
 	require.Equal(t, 0, code, stderr)
+	return dir, run
+}
+
+// The replay identity of a --command-id is the command's own flags: every
+// flag it declares but --output and --command-id, so a flag added to a
+// command cannot be forgotten there.
+func TestCommandIDReplaysOnlyTheSameFlags(t *testing.T) {
+	dir, run := storageWithNode(t)
+	proc := filepath.Join(dir, "proc")
+	require.NoError(t, os.MkdirAll(filepath.Join(proc, "sys/kernel/random"), 0o755))
+	require.NoError(t, os.WriteFile(filepath.Join(proc, "sys/kernel/random/boot_id"), []byte("boot-1\n"), 0o644))
 
 	drain := []string{"nodes", "drain", "n1", "--command-id", "d1"}
 	code, first, stderr := run(drain...)
@@ -77,16 +87,7 @@ func TestCommandIDReplaysOnlyTheSameFlags(t *testing.T) {
 // A --command-id becomes part of a store key: one too long is refused
 // as such, on either store, before anything is written.
 func TestCommandIDLengthIsBounded(t *testing.T) {
-	dir := t.TempDir()
-	config := filepath.Join(dir, "plugins.yaml")
-	require.NoError(t, os.WriteFile(config, fmt.Appendf(nil, "embedded:\n  path: %q\n", filepath.Join(dir, "store.db")), 0o644))
-	run := func(args ...string) (int, string, string) {
-		var stdout, stderr bytes.Buffer
-		code := Main("storage", append([]string{"--config", config}, args...), strings.NewReader(`{"nodename":"n1","resource":{"volumes":["/data0:1G"]}}`), &stdout, &stderr)
-		return code, stdout.String(), stderr.String()
-	}
-	code, _, stderr := run("add-node")
-	require.Equal(t, 0, code, stderr)
+	_, run := storageWithNode(t)
 	for _, c := range []struct {
 		name  string
 		bytes int
