@@ -101,11 +101,13 @@ func (r *runner) app() *cli.App {
 			helpFlag(),
 			versionFlag(),
 		},
-		Action:         r.rootAction,
-		Commands:       r.commands(),
-		HideHelp:       true,
-		HideVersion:    true,
-		ExitErrHandler: func(*cli.Context, error) {},
+		Action:   r.rootAction,
+		Commands: r.commands(),
+		HideHelp: true,
+		// and `help GROUP` adds urfave's shared help command to the group
+		HideHelpCommand: true,
+		HideVersion:     true,
+		ExitErrHandler:  func(*cli.Context, error) {},
 		OnUsageError: func(_ *cli.Context, err error, _ bool) error {
 			return usageError{types.Invalid("%s", err.Error())}
 		},
@@ -155,14 +157,25 @@ func helpCommand() *cli.Command {
 	}
 }
 
+// groupHelpTemplate is urfave's help of a command with subcommands, listing
+// them without categories: `help GROUP` prints a command that has not run,
+// whose categories urfave has not set up, and its template stopped at
+// them, before COMMANDS and OPTIONS (none of these commands has a
+// category).
+var groupHelpTemplate = strings.Replace(cli.SubcommandHelpTemplate,
+	`{{template "visibleCommandCategoryTemplate" .}}`, `{{template "visibleCommandTemplate" .}}`, 1)
+
 // ownHelp gives c and its subcommands their own help flag instead of the
-// shared one.
+// shared one, and a group the help that `help GROUP` prints in full.
 func ownHelp(c *cli.Command) {
 	if c.HideHelp {
 		return
 	}
 	c.HideHelp, c.HideHelpCommand = true, true
 	c.Flags = append(c.Flags, helpFlag())
+	if len(c.Subcommands) > 0 && c.CustomHelpTemplate == "" {
+		c.CustomHelpTemplate = groupHelpTemplate
+	}
 	for _, sub := range c.Subcommands {
 		ownHelp(sub)
 	}
