@@ -59,6 +59,12 @@ func reorder(app *cli.App, args []string) ([]string, error) {
 		positional = append(positional, args[i])
 		i++
 	}
+	// urfave/cli reads the arguments of a command asked for its help as
+	// the name of a command to show help for: `nodes drain n1 --help`
+	// would be an unknown command "n1".
+	if seen["help"] {
+		return out, nil
+	}
 	return append(out, positional...), nil
 }
 

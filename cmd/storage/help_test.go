@@ -50,3 +50,35 @@ func regexpInOrder(words []string) string {
 	}
 	return re
 }
+
+// TestHelpAfterArguments: a command's --help given with its arguments (the
+// command line being written, then --help appended) shows the command's
+// help and runs nothing.
+func TestHelpAfterArguments(t *testing.T) {
+	t.Parallel()
+	env := testenv.NewEmbedded(t)
+	addNode(t, env, "n1", standardNode)
+	cases := []struct {
+		name    string
+		bin     string
+		command []string
+		args    []string
+	}{
+		{"--help after the node shows the drain's help", "storage", []string{"nodes", "drain"}, []string{"n1", "--help"}},
+		{"--help before the node shows the drain's help", "storage", []string{"nodes", "drain"}, []string{"--help", "n1"}},
+		{"-h among flags and the node shows the drain's help", "storage", []string{"nodes", "drain"}, []string{"n1", "--wait", "-h"}},
+		{"--help after a pool and a size shows set-capacity's help", "storage", []string{"pools", "set-capacity"}, []string{"ceph-a", "300G", "--help"}},
+		{"--help after the node shows set-node's help", "compute", []string{"overcommit", "set-node"}, []string{"n1", "--cpu", "2000", "--help"}},
+	}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			want := env.Op(t, c.bin, append(c.command, "--help")...)
+			require.Equal(t, 0, want.Code, want.Stderr)
+			res := env.Op(t, c.bin, append(c.command, c.args...)...)
+			require.Equal(t, 0, res.Code, res.Stderr)
+			require.Empty(t, res.Stderr)
+			require.Equal(t, want.Stdout, res.Stdout)
+		})
+	}
+	require.False(t, nodeGet(t, env, "n1").Drain, "asking for help drained nothing")
+}
