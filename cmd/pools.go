@@ -114,6 +114,9 @@ func (r *runner) poolsCommand() *cli.Command {
 					if op.c.String("to") == "" || op.c.String("node") == "" {
 						return read(pool.ObjectView{}, types.Invalid("--to and --node are required"))
 					}
+					if err := pool.ValidID(op.c.String("to")); err != nil {
+						return read(pool.ObjectView{}, types.Wrap(types.InvalidArgument, err, "--to"))
+					}
 					if err := nodes.ValidName(op.c.String("node")); err != nil {
 						return read(pool.ObjectView{}, types.Wrap(types.InvalidArgument, err, "--node"))
 					}

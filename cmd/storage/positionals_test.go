@@ -34,6 +34,10 @@ func TestPositionalArgumentsAreCheckedForWhatTheyAre(t *testing.T) {
 		{"an object id with a slash to pools object", []string{"pools", "object", "v-0123/456789abcd"},
 			`storage: pools object: invalid_argument: object id "v-0123/456789abcd" is not valid (want v- and 16 hex digits)`},
 		{"an object id with a slash to pools move", []string{"pools", "move", "x/y", "--to", "ceph-a", "--node", "n1"}, `invalid_argument: object id "x/y" is not valid`},
+		{"a pool id with a slash to pools move's --to", []string{"pools", "move", "v-0123456789abcdef", "--to", "a/b", "--node", "n1"},
+			`storage: pools move: invalid_argument: --to: pool id "a/b" is not valid`},
+		{"a node name with a slash to pools move's --node", []string{"pools", "move", "v-0123456789abcdef", "--to", "ceph-a", "--node", "a/b"},
+			`storage: pools move: invalid_argument: --node: node name "a/b" may not hold '/'`},
 		{"a node name with a slash to nodes get", []string{"nodes", "get", "a/b"}, `storage: nodes get: invalid_argument: node name "a/b" may not hold '/'`},
 		{"a node name with a space to nodes revoke", []string{"nodes", "revoke", "a b"}, `invalid_argument: node name "a b" may not hold ' '`},
 	}
