@@ -106,7 +106,7 @@ func (r *runner) poolsCommand() *cli.Command {
 					&cli.StringFlag{Name: "to", Usage: "the target pool (required)"},
 					&cli.StringFlag{Name: "node", Usage: "the node that copies, this host (required)"},
 					&cli.BoolFlag{Name: "abort", Usage: "undo a move that did not settle: remove the target copy and release the target's reservation"},
-					&cli.BoolFlag{Name: "progress", Usage: "print the copy's progress on stderr: files and bytes copied of the total (default: when stderr is a terminal)"},
+					&cli.BoolFlag{Name: "progress", Usage: "print the copy's progress on stderr: files and bytes copied of the total", DefaultText: "when stderr is a terminal"},
 				},
 				// long: the copy takes as long as the data needs, and the
 				// store is opened for each store step only.

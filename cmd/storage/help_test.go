@@ -2,6 +2,7 @@ package main_test
 
 import (
 	"regexp"
+	"strings"
 	"testing"
 
 	"github.com/stretchr/testify/require"
@@ -81,4 +82,32 @@ func TestHelpAfterArguments(t *testing.T) {
 		})
 	}
 	require.False(t, nodeGet(t, env, "n1").Drain, "asking for help drained nothing")
+}
+
+// TestHelpSaysEachDefaultOnce: a flag's help gives its default once, the
+// real one.
+func TestHelpSaysEachDefaultOnce(t *testing.T) {
+	t.Parallel()
+	env := testenv.NewEmbedded(t)
+	cases := []struct {
+		name string
+		args []string
+		flag string
+		want string
+	}{
+		{"pools move's --progress defaults to whether stderr is a terminal", []string{"pools", "move", "--help"}, "--progress",
+			"(default: when stderr is a terminal)"},
+		{"pools move's --command-id defaults to one named after the move", []string{"pools", "move", "--help"}, "--command-id",
+			"(default: move-OBJECT-POOL)"},
+	}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			res := env.Op(t, "storage", c.args...)
+			require.Equal(t, 0, res.Code, res.Stderr)
+			line := regexp.MustCompile(`(?m)^\s*` + regexp.QuoteMeta(c.flag) + `\b.*$`).FindString(res.Stdout)
+			require.NotEmpty(t, line, res.Stdout)
+			require.True(t, strings.HasSuffix(line, c.want), line)
+			require.Equal(t, 1, strings.Count(line, "(default:"), line)
+		})
+	}
 }
