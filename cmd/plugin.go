@@ -19,6 +19,10 @@ func RunPlugin(name string, args []string, stdin io.Reader, stdout, stderr io.Wr
 	if len(args) > 0 && args[0] == "serve" {
 		return ExecServe(name, args[1:], stderr)
 	}
+	// The binary's help names serve, whose usage is the daemon's.
+	if len(args) == 2 && (args[0] == "help" || args[0] == "h") && args[1] == "serve" {
+		return ExecServe(name, []string{"--help"}, stderr)
+	}
 	// --config may stand anywhere on the line (docs/configuration.md),
 	// before serve too: `storage --config f serve` is `storage serve
 	// --config f`.

@@ -178,3 +178,32 @@ func TestStorageServeIsTheDaemonInTheSameProcess(t *testing.T) {
 	d.Stop(t)
 	require.Contains(t, d.Log(), `"msg":"shutting down"`, "SIGTERM to the PID `storage serve` started stopped the daemon cleanly")
 }
+
+// TestHelpServeIsTheDaemonsUsage: the binary's help names `serve`, and
+// `help serve` answers what `serve --help` answers: the daemon's usage.
+func TestHelpServeIsTheDaemonsUsage(t *testing.T) {
+	dir := t.TempDir()
+	place(t, "storage", filepath.Join(dir, "storage"))
+	place(t, "compute", filepath.Join(dir, "compute"))
+	place(t, testenv.DaemonBin, filepath.Join(dir, "libexec", "serve"))
+	for _, c := range []struct {
+		name   string
+		plugin string
+		args   []string
+	}{
+		{"help serve shows the daemon's usage", "storage", []string{"help", "serve"}},
+		{"h serve shows it too", "storage", []string{"h", "serve"}},
+		{"compute help serve shows it named for compute", "compute", []string{"help", "serve"}},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			want, err := testenv.Run(filepath.Join(dir, c.plugin), dir, nil, "serve", "--help")
+			require.NoError(t, err)
+			res, err := testenv.Run(filepath.Join(dir, c.plugin), dir, nil, c.args...)
+			require.NoError(t, err)
+			require.Equal(t, 0, res.Code, "%+v", res)
+			require.Equal(t, want.Stdout, res.Stdout)
+			require.Equal(t, want.Stderr, res.Stderr)
+			require.True(t, strings.HasPrefix(res.Stderr, "usage: "+c.plugin+" serve [--config FILE]\n"), "%q", res.Stderr)
+		})
+	}
+}
