@@ -100,17 +100,20 @@ func TestAWriteAnOverloadedEtcdRefusesIsADefiniteFailure(t *testing.T) {
 	require.NotEqual(t, types.OutcomeUnknown, types.ClassOf(err), "refused before it was proposed: %v", err)
 }
 
-// fullOnApply is an etcd member whose quota ran out between a write's
-// check on arrival and its apply: etcd's quotaApplierV3 applies the
-// transaction and then answers "mvcc: database space exceeded" (the same
-// status as a refusal on arrival), and raises the NOSPACE alarm. Reads
-// (read-only transactions) are answered from what was applied.
+// fullOnApply is an etcd member answering every write "mvcc: database
+// space exceeded". With apply set its quota ran out between a write's check
+// on arrival and its apply: etcd's quotaApplierV3 applies the transaction
+// and then answers NOSPACE (the same status as a refusal on arrival), and
+// raises the NOSPACE alarm. Without it the write is refused on arrival and
+// nothing of it is applied. Reads (read-only transactions) are answered
+// from what was applied.
 type fullOnApply struct {
 	pb.UnimplementedKVServer
 	pb.UnimplementedLeaseServer
-	mu  sync.Mutex
-	kvs map[string][]byte
-	rev int64
+	apply bool
+	mu    sync.Mutex
+	kvs   map[string][]byte
+	rev   int64
 }
 
 func (f *fullOnApply) Txn(_ context.Context, r *pb.TxnRequest) (*pb.TxnResponse, error) {
@@ -128,6 +131,11 @@ func (f *fullOnApply) Txn(_ context.Context, r *pb.TxnRequest) (*pb.TxnResponse,
 		ops = r.Failure
 	}
 	resp := &pb.TxnResponse{Header: &pb.ResponseHeader{}, Succeeded: ok}
+	for _, op := range ops {
+		if op.GetRequestPut() != nil && !f.apply {
+			return nil, rpctypes.ErrGRPCNoSpace // refused on arrival: nothing applied
+		}
+	}
 	wrote := false
 	for _, op := range ops {
 		switch {
@@ -160,18 +168,35 @@ func (f *fullOnApply) LeaseGrant(_ context.Context, r *pb.LeaseGrantRequest) (*p
 // NOSPACE both for a write it refused on arrival and for one it applied
 // when its quota ran out between arrival and apply (quotaApplierV3: the
 // transaction is applied, then the error returned). The answer alone does
-// not say which: a write that landed must not be reported as one that did
-// not.
+// not say which; the attempt's marker, read at once, does (RELIABILITY.md,
+// "A write refused or unresolved does not land later"): the applied write
+// succeeds, the refused one is a definite resource_exhausted, and neither
+// is left "outcome unknown".
 func TestAWriteEtcdAppliedAndAnsweredNoSpaceIsNotReportedFailed(t *testing.T) {
-	t.Parallel() // its own server
-	srv := &fullOnApply{kvs: map[string][]byte{}}
-	err := writeTo(t, srv)
-	srv.mu.Lock()
-	_, landed := srv.kvs["/p/k"]
-	srv.mu.Unlock()
-	require.True(t, landed, "the fake applied the write")
-	if err != nil {
-		require.Equal(t, types.OutcomeUnknown, types.ClassOf(err), "the write landed, yet the call says: %v", err)
+	t.Parallel() // its own servers
+	for _, c := range []struct {
+		name  string
+		apply bool
+		class types.Class // of the call's error; empty: it succeeds
+	}{
+		{name: "a write etcd applied before answering NOSPACE succeeds, as its marker says it landed", apply: true},
+		{name: "a write etcd refused on arrival with NOSPACE fails definitely for space, as its marker is absent", apply: false, class: types.ResourceExhausted},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			t.Parallel()
+			srv := &fullOnApply{apply: c.apply, kvs: map[string][]byte{}}
+			err := writeTo(t, srv)
+			srv.mu.Lock()
+			_, landed := srv.kvs["/p/k"]
+			srv.mu.Unlock()
+			require.Equal(t, c.apply, landed, "the fake applied the write only if told to")
+			if c.class == "" {
+				require.NoError(t, err, "the write landed, yet the call says: %v", err)
+				return
+			}
+			require.Equal(t, c.class, types.ClassOf(err), "%v", err)
+			require.ErrorContains(t, err, "nothing was written")
+		})
 	}
 }
 
