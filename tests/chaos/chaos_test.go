@@ -134,7 +134,7 @@ func TestNoReportedOutcomeIsFalseUnderChaos(t *testing.T) {
 		return rec.Usage.Volumes, nil
 	}
 
-	// The chaos: every 1.5-3s (half that with -short) the leader (now and
+	// The chaos: every 1.5-3s (a third of that with -short) the leader (now and
 	// then a follower) is killed and restarted, or stopped and continued.
 	var actions struct{ kills, stops, followerStops atomic.Int64 }
 	done := make(chan struct{})
