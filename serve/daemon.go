@@ -568,6 +568,19 @@ func (d *Daemon) handle(conn *net.UnixConn) {
 		d.metrics.requests.WithLabelValues(req.Verb, "withdrawn").Inc()
 		return
 	}
+	if rej != nil && rej.Reason == flowcontrol.ReasonShutdown {
+		// The daemon stopped while the call waited for a seat: nothing
+		// ran and no limit refused it, so it is not "too many requests"
+		// (which the binary never runs itself). Declined, the binary runs
+		// it as it would with no daemon.
+		if alive != nil {
+			alive.stop()
+		}
+		d.log.Info("call declined", "verb", req.Verb, "why", "the daemon is stopping: it never started")
+		d.metrics.requests.WithLabelValues(req.Verb, "declined").Inc()
+		_, _ = conn.Write([]byte{forward.Declined})
+		return
+	}
 	var (
 		code    int
 		out, eb []byte
