@@ -122,6 +122,11 @@ func (d *Daemon) Handler(token string) http.Handler {
 		if body.capacity == "" {
 			return nil, types.Invalid("body: capacity is missing (bytes, or a size such as \"300G\")")
 		}
+		if body.ifVersion == "" {
+			// The command's own refusal names its flag (--if-version),
+			// which an HTTP client has none of.
+			return nil, types.Invalid("body: if_version is missing: PUT /v1/pools/{id}/capacity sets the capacity only at the version read (GET /v1/pools/%s)", id)
+		}
 		if strings.HasPrefix(body.capacity, "-") {
 			// The command line would read it as a flag, and refuse a flag
 			// the HTTP client never gave.

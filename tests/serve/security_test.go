@@ -192,6 +192,7 @@ func TestTheOperatorAPIWritesOnlyWithTheToken(t *testing.T) {
 			{"a negative version, in the API's words", "POST", "/v1/nodes/p1:drain", `{"if_version":-1}`, 400, `{"code":"invalid_argument","message":"body: if_version -1: a record's version is 0 or more"}`},
 			{"a ratio that is an object", "PUT", "/v1/overcommit/defaults", `{"cpu":{},"memory":1000}`, 400, `body: cpu must be a number or a string`},
 			{"defaults with one ratio, in the API's words", "PUT", "/v1/overcommit/defaults", `{"cpu":3000}`, 400, `{"code":"invalid_argument","message":"PUT /v1/overcommit/defaults replaces both ratios: give cpu and memory"}`},
+			{"a pool's capacity without its version, in the API's words", "PUT", "/v1/pools/ceph-a/capacity", `{"capacity":"300G"}`, 400, `{"code":"invalid_argument","message":"body: if_version is missing: PUT /v1/pools/{id}/capacity sets the capacity only at the version read (GET /v1/pools/ceph-a)"}`},
 			{"a body that is not an object", "POST", "/v1/nodes/p1:drain", `[]`, 400, `body: want a JSON object, not array`},
 			{"data after the object", "POST", "/v1/nodes/p1:drain", `{} {}`, 400, `body: data after the JSON object`},
 			{"a stray brace after the object", "POST", "/v1/nodes/p1:drain", `{}}`, 400, `body: data after the JSON object`},
