@@ -301,6 +301,7 @@ func (d *Daemon) Reload() error {
 		}
 		flowErr = err
 	}
+	d.restampOthers(file)
 	if !sameSettings(d.cfg, next) || !reflect.DeepEqual(sc, d.serve) {
 		if flowErr != nil {
 			return flowErr
@@ -315,6 +316,35 @@ func (d *Daemon) Reload() error {
 	d.files[file] = newServed(d.files[file].cfg, stamp)
 	d.filesMu.Unlock()
 	return flowErr
+}
+
+// restampOthers reads again, on SIGHUP, the files the daemon serves besides
+// its own (file): the other plugin's, found beside it. One that still holds
+// the settings the daemon serves it with (its times alone changed: a chmod,
+// a copy over it of the same text) is served again, as the daemon's own
+// file is; one that changed, or cannot be read, stays declined.
+func (d *Daemon) restampOthers(file string) {
+	d.filesMu.RLock()
+	others := make(map[string]*served, len(d.files))
+	for f, s := range d.files {
+		if f != file {
+			others[f] = s
+		}
+	}
+	d.filesMu.RUnlock()
+	for f, s := range others {
+		stamp, err := config.ReadFile(f)
+		if err != nil {
+			continue
+		}
+		next, err := config.Parse(stamp.Data, f)
+		if err != nil || !sameSettings(s.cfg, next) {
+			continue
+		}
+		d.filesMu.Lock()
+		d.files[f] = newServed(s.cfg, stamp)
+		d.filesMu.Unlock()
+	}
 }
 
 // sameSettings reports whether two configurations of one file differ only

@@ -187,3 +187,47 @@ func TestServeRefusesABadSectionNamingTheLineOfTheFile(t *testing.T) {
 		})
 	}
 }
+
+// TestSIGHUPServesAgainAFileWhoseTimesAloneChanged: a chmod changes a
+// config file's change time, so the daemon declines its calls (it may be
+// another file now); SIGHUP reads it again and, its settings unchanged,
+// serves it once more (docs/serve.md, *Forwarding*). That holds for the
+// other plugin's file, which the daemon serves too, as for its own.
+func TestSIGHUPServesAgainAFileWhoseTimesAloneChanged(t *testing.T) {
+	t.Parallel() // waits on a daemon of its own
+	env := testenv.NewEmbedded(t)
+	if d := env.Daemon(); d != nil {
+		d.Stop(t)
+	}
+	env.Call(t, "storage", "add-node", obj{"nodename": "n1", "resource": obj{"storage": "1T"}}, nil)
+	env.Call(t, "compute", "add-node", obj{"nodename": "n1", "resource": obj{"cpu": 8, "memory": "16G"}}, nil)
+	addr := testenv.FreeAddr(t)
+	writeConfig(t, env, env.ConfigYAML(), "http: "+addr)
+	d := env.Serve(t, addr)
+	d.WaitHTTP(t)
+	reloads := 0
+	for _, c := range []struct{ name, bin string }{
+		{"the daemon's own file", "storage"},
+		{"the other plugin's file", "compute"},
+	} {
+		t.Run(c.name+" is served again after SIGHUP", func(t *testing.T) {
+			call := func() {
+				res := env.Exec(t, c.bin, []byte(`{"podname":"p","nodename":"n1"}`), "get-metrics")
+				require.Equal(t, 0, res.Code, describe(res))
+			}
+			before := d.Forwarded(t)
+			call()
+			require.Equal(t, before+1, d.Forwarded(t), "forwarded before the chmod")
+			require.NoError(t, os.Chmod(filepath.Join(env.Dir, c.bin+".yaml"), 0o640))
+			call()
+			require.Equal(t, before+1, d.Forwarded(t), "declined once the file's times changed")
+			require.NoError(t, d.Cmd.Process.Signal(syscall.SIGHUP))
+			reloads++
+			require.Eventually(t, func() bool {
+				return strings.Count(d.Log(), "reloaded the flowcontrol section") == reloads
+			}, 10*time.Second, 10*time.Millisecond)
+			call()
+			require.Equal(t, before+2, d.Forwarded(t), "forwarded again after SIGHUP; the daemon's log:\n%s", d.Log())
+		})
+	}
+}
