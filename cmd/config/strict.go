@@ -310,9 +310,13 @@ func nearest(key string, candidates []string) string {
 	return best
 }
 
-// distance is the Levenshtein distance between a and b.
+// distance is the edit distance between a and b, a letter swapped with its
+// neighbour counting as one edit, as one added, dropped or changed does
+// (optimal string alignment): `ectd` is one letter away from etcd, the
+// commonest slip of the fingers, not two.
 func distance(a, b string) int {
 	ra, rb := []rune(a), []rune(b)
+	before := make([]int, len(rb)+1) // the row of i-2
 	prev := make([]int, len(rb)+1)
 	cur := make([]int, len(rb)+1)
 	for j := range prev {
@@ -326,8 +330,11 @@ func distance(a, b string) int {
 				cost = 0
 			}
 			cur[j] = min(prev[j]+1, cur[j-1]+1, prev[j-1]+cost)
+			if i > 1 && j > 1 && ra[i-1] == rb[j-2] && ra[i-2] == rb[j-1] {
+				cur[j] = min(cur[j], before[j-2]+1)
+			}
 		}
-		prev, cur = cur, prev
+		before, prev, cur = prev, cur, before
 	}
 	return prev[len(rb)]
 }
