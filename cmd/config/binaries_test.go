@@ -69,6 +69,7 @@ func TestAMalformedConfigIsRefusedBeforeAnyStoreIsTouched(t *testing.T) {
 		{"a misspelt etcd key", "etcd:\n  machine: [ENDPOINT]\n  prefix: PREFIX\n", "etcd.machine: unknown key; did you mean etcd.machines? (line 2)"},
 		{"a misspelt embedded key", "embedded:\n  pth: state.db\n", "embedded.pth: unknown key; did you mean embedded.path? (line 2)"},
 		{"a misspelt section", "embeded:\n  path: state.db\n", "embeded: unknown section; did you mean embedded? (line 1)"},
+		{"a max_deploy_count with a fraction", "scheduler:\n  max_deploy_count: 1.5\n", `scheduler.max_deploy_count: "1.5" is not an integer (line 2)`},
 		{"etcd with two letters swapped", "ectd:\n  machines: [ENDPOINT]\n  prefix: PREFIX\n", "ectd: unknown section; did you mean etcd? (line 1)"},
 		{"a key given twice", "etcd:\n  machines: [ENDPOINT]\n  prefix: PREFIX\n  prefix: /other\n", "etcd.prefix: key given twice, first at line 3 (line 4)"},
 	} {

@@ -3,8 +3,10 @@ package config
 import (
 	"errors"
 	"fmt"
+	"math"
 	"reflect"
 	"sort"
+	"strconv"
 	"strings"
 	"time"
 	"unicode"
@@ -203,10 +205,31 @@ func (c *checker) value(n *yaml.Node, t reflect.Type, path string) error {
 		}
 		return nil
 	}
+	if isInteger(t) && n.Kind == yaml.ScalarNode && n.ShortTag() == "!!float" {
+		// yaml.v3 truncates a float into an integer field (1.5 reads as
+		// 1); only a whole number (1e4) is one.
+		if f, err := strconv.ParseFloat(strings.ReplaceAll(n.Value, "_", ""), 64); err != nil || f != math.Trunc(f) {
+			return c.fail(n, path, "%s", scalarMessage(n, "an integer"))
+		}
+	}
 	if err := n.Decode(reflect.New(t).Interface()); err != nil {
 		return c.fail(n, path, "%s", leafMessage(n, t, err))
 	}
 	return nil
+}
+
+// isInteger reports whether t is a plain integer kind (not a type that
+// decodes itself, such as a duration or a size).
+func isInteger(t reflect.Type) bool {
+	if reflect.PointerTo(t).Implements(unmarshalerType) || t == durationType {
+		return false
+	}
+	switch t.Kind() {
+	case reflect.Int, reflect.Int8, reflect.Int16, reflect.Int32, reflect.Int64,
+		reflect.Uint, reflect.Uint8, reflect.Uint16, reflect.Uint32, reflect.Uint64:
+		return true
+	}
+	return false
 }
 
 // mapping checks a mapping decoded into struct t; strict refuses keys t
