@@ -118,15 +118,31 @@ func TestTheLogFile(t *testing.T) {
 	})
 }
 
-func TestOnlyAddNodeCreatesTheEmbeddedStore(t *testing.T) {
-	env := testenv.NewEmbedded(t)
+// TestOnlyAVerbThatMayWriteAFirstRecordCreatesTheEmbeddedStore: a missing
+// store file is created only by the verbs core may call on a node the
+// plugin has never seen, to write its first record (docs/configuration.md).
+func TestOnlyAVerbThatMayWriteAFirstRecordCreatesTheEmbeddedStore(t *testing.T) {
 	t.Run("a writing verb of an unknown node on a missing store is not_found and creates nothing", func(t *testing.T) {
+		env := testenv.NewEmbedded(t)
 		line := env.Fail(t, "storage", "fix-node-resource", obj{"nodename": "n1", "workloads_resource": []any{}})
 		require.Contains(t, line, "node n1: not_found: ")
 		require.NoFileExists(t, env.DB)
 	})
-	t.Run("add-node creates it", func(t *testing.T) {
-		env.Call(t, "storage", "add-node", addStorage, nil)
-		require.FileExists(t, env.DB)
-	})
+	for _, c := range []struct {
+		verb    string
+		request obj
+	}{
+		{"add-node", addStorage},
+		{"set-node-resource-capacity", obj{"nodename": "n1", "resource_request": obj{"storage": "1T"}, "delta": false}},
+		{"set-node-resource-info", obj{"nodename": "n1", "capacity": obj{"volumes": obj{}, "disks": []any{}, "storage": 1000}, "usage": obj{"volumes": obj{}, "disks": []any{}, "storage": 0}}},
+	} {
+		t.Run(c.verb+" creates it with the node's record", func(t *testing.T) {
+			env := testenv.NewEmbedded(t)
+			env.Call(t, "storage", c.verb, c.request, nil)
+			require.FileExists(t, env.DB)
+			var info map[string]any
+			env.Call(t, "storage", "get-node-resource-info", obj{"nodename": "n1", "workloads_resource": []any{}}, &info)
+			require.NotNil(t, info["capacity"], "the node's record is in the store it created")
+		})
+	}
 }
