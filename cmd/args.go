@@ -2,6 +2,7 @@ package cmd
 
 import (
 	"slices"
+	"strconv"
 	"strings"
 
 	"github.com/urfave/cli/v2"
@@ -61,11 +62,31 @@ func reorder(app *cli.App, args []string) ([]string, error) {
 	}
 	// urfave/cli reads the arguments of a command asked for its help as
 	// the name of a command to show help for: `nodes drain n1 --help`
-	// would be an unknown command "n1".
-	if seen["help"] {
+	// would be an unknown command "n1". A help flag given false
+	// (--help=false) asks for none: the command runs, on its arguments.
+	if seen["help"] && helpAsked(append(slices.Clone(app.Flags), leaf.Flags...), out) {
 		return out, nil
 	}
 	return append(out, positional...), nil
+}
+
+// helpAsked reports whether the flags of args ask for help: a help flag
+// given bare, or with a value that is true.
+func helpAsked(flags []cli.Flag, args []string) bool {
+	for _, a := range args {
+		f, inline := flagOf(flags, a)
+		if f == nil || f.Names()[0] != "help" {
+			continue
+		}
+		if !inline {
+			return true
+		}
+		_, v, _ := strings.Cut(a, "=")
+		if b, err := strconv.ParseBool(v); err == nil && b {
+			return true
+		}
+	}
+	return false
 }
 
 // usageOf is err as the command's own usage errors are: naming the command

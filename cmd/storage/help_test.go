@@ -84,6 +84,30 @@ func TestHelpAfterArguments(t *testing.T) {
 	require.False(t, nodeGet(t, env, "n1").Drain, "asking for help drained nothing")
 }
 
+// TestHelpGivenFalseRunsTheCommand: a help flag given false asks for no
+// help, so the command runs on its arguments: none of them is dropped as
+// if its help had been asked for.
+func TestHelpGivenFalseRunsTheCommand(t *testing.T) {
+	t.Parallel()
+	cases := []struct {
+		name string
+		args []string
+	}{
+		{"--help=false after the node drains the node", []string{"nodes", "drain", "n1", "--help=false"}},
+		{"-h=false before the node drains the node", []string{"nodes", "drain", "-h=false", "n1"}},
+	}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			env := testenv.NewEmbedded(t)
+			addNode(t, env, "n1", standardNode)
+			res := env.Op(t, "storage", c.args...)
+			require.Equal(t, 0, res.Code, res.Stderr)
+			require.NotContains(t, res.Stdout, "USAGE:", "no help was asked for")
+			require.True(t, nodeGet(t, env, "n1").Drain, "the command ran on its node")
+		})
+	}
+}
+
 // TestHelpSaysEachDefaultOnce: a flag's help gives its default once, the
 // real one.
 func TestHelpSaysEachDefaultOnce(t *testing.T) {
