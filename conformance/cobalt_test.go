@@ -223,13 +223,27 @@ func TestCoreResourceManagerFlows(t *testing.T) {
 		require.Equal(t, "n2", node, "n1 holds the workloads")
 	})
 
-	step(t, "Remap moves no storage of running workloads", func(t *testing.T) {
+	step(t, "Remap asks the engine nothing for storage or compute, not even an empty entry", func(t *testing.T) {
+		// core calls the engine's VirtualizationUpdateResource for every
+		// workload any plugin names in its answer, with only the params
+		// the plugins gave: an empty entry of ours for a workload cpumem
+		// leaves alone (a CPU-bound one) would have docker lift its CPU
+		// binding and memory limit.
 		engines, err := m.Remap(t.Context(), "n1", workloadsOf(allocated))
 		require.NoError(t, err)
+		require.ElementsMatch(t, []string{"w1", "w2"}, keys(engines), "cpumem remaps its shared-CPU workloads")
 		for id, engine := range engines {
-			require.Empty(t, engine["storage"], "storage engine params of %s", id)
-			require.Empty(t, engine["compute"], "compute engine params of %s", id)
+			require.Equal(t, []string{"cpumem"}, keys(engine), "plugins that name %s", id)
 		}
+
+		bound := []resourcetypes.Resources{{
+			"cpumem":  {"cpu_request": 1, "cpu_limit": 1, "cpu_map": map[string]int{"0": 100}, "memory_request": 512 << 20, "memory_limit": 512 << 20},
+			"compute": allocated[0]["compute"],
+			"storage": allocated[0]["storage"],
+		}}
+		engines, err = m.Remap(t.Context(), "n1", workloadsOf(bound))
+		require.NoError(t, err)
+		require.Empty(t, engines, "no plugin asks the engine to touch a CPU-bound workload")
 	})
 
 	step(t, "metrics of every plugin register and feed core's Prometheus collectors", func(t *testing.T) {
