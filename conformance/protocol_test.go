@@ -429,6 +429,48 @@ func TestDrainedNodeTakesNoNewWorkInCore(t *testing.T) {
 	})
 }
 
+// core's GetMostIdleNode, which picks the node a build runs on, takes the
+// answer of the highest priority, and its own cpumem answers with 100: a
+// node the registry refuses must still not come out of it.
+func TestCoreNeverPicksANodeThatMayTakeNoWorkAsMostIdle(t *testing.T) {
+	e := newEnv(t)
+	m := e.manager(t)
+	for _, node := range []string{"n1", "n2", "n3"} {
+		_, err := m.AddNode(t.Context(), node, nodeResources("300G"), engineInfo("engine-"+node))
+		require.NoError(t, err)
+	}
+	// n1 is the busiest for cpumem and compute alike
+	_, _, err := m.Alloc(t.Context(), "n1", 2, deployResources("10G"))
+	require.NoError(t, err)
+
+	t.Run("with every node placeable core follows cpumem to an idle node", func(t *testing.T) {
+		node, err := m.GetMostIdleNode(t.Context(), []string{"n1", "n2", "n3"})
+		require.NoError(t, err)
+		require.Contains(t, []string{"n2", "n3"}, node)
+	})
+
+	_, stderr, code := e.command(t, "storage", []string{"nodes", "drain", "n2"}, nil)
+	require.Zero(t, code, stderr)
+	_, stderr, code = e.command(t, "storage", []string{"nodes", "drain", "n3"}, nil)
+	require.Zero(t, code, stderr)
+
+	t.Run("with the idle nodes draining core answers the busy node that may take work", func(t *testing.T) {
+		for range 8 { // core reads the plugins' answers in map order
+			node, err := m.GetMostIdleNode(t.Context(), []string{"n1", "n2", "n3"})
+			require.NoError(t, err)
+			require.Equal(t, "n1", node)
+		}
+	})
+
+	t.Run("with every node draining core fails", func(t *testing.T) {
+		_, stderr, code := e.command(t, "storage", []string{"nodes", "drain", "n1"}, nil)
+		require.Zero(t, code, stderr)
+		_, err := m.GetMostIdleNode(t.Context(), []string{"n1", "n2", "n3"})
+		// core keeps the first plugin's error in the message, in its order
+		require.ErrorContains(t, err, "exit status 128")
+	})
+}
+
 func TestWorkloadsFromBeforeThePluginExisted(t *testing.T) {
 	// core hands plugins each workload's resource under the plugin's name;
 	// a workload deployed before the plugin was installed has none, and

@@ -240,10 +240,20 @@ func (e *Engine[N, W]) MostIdle(ctx context.Context, req *types.Request) (any, e
 	if len(placeable) == 0 {
 		return nil, types.Errorf(types.FailedPrecondition, "no node may take new work: %s", strings.Join(skipped, ", "))
 	}
-	return e.Res.MostIdle(placeable, func() (map[string]N, Env, error) {
+	answer, err := e.Res.MostIdle(placeable, func() (map[string]N, Env, error) {
 		return out, env, envErr
 	})
+	if err == nil && len(skipped) > 0 {
+		// core takes the answer of the highest priority, and its cpumem
+		// answers with 100 from every node asked, the refused ones too
+		answer.Priority += outranksCpumem
+	}
+	return answer, err
 }
+
+// outranksCpumem lifts get-most-idle-node's priority above that of core's
+// built-in cpumem (100) when the answer had to leave a node out.
+const outranksCpumem = 101
 
 // Metrics samples the named nodes, in the order given.
 func (e *Engine[N, W]) Metrics(ctx context.Context, req *types.Request) (any, error) {

@@ -122,6 +122,7 @@ func TestComputeMostIdleAndMetricsSkipNodesThatCannotTakeWork(t *testing.T) {
 			}
 			env.Call(t, bin, "get-most-idle-node", obj{"nodenames": []string{"idle-retired", "idle-isolated", "busy"}}, &got)
 			require.Equal(t, "busy", got.Nodename)
+			require.Equal(t, 102, got.Priority, "above core's cpumem (100), which would answer a refused node")
 		})
 		t.Run("and fails naming why each was skipped when none can", func(t *testing.T) {
 			line := env.Fail(t, bin, "get-most-idle-node", obj{"nodenames": []string{"idle-retired", "idle-isolated"}})

@@ -98,9 +98,11 @@ func TestSchedulable(t *testing.T) {
 		t.Run("get-most-idle-node answers the first placeable node", func(t *testing.T) {
 			var got struct {
 				Nodename string `json:"nodename"`
+				Priority int    `json:"priority"`
 			}
 			env.Call(t, "storage", "get-most-idle-node", obj{"nodenames": []string{"drained", "clock", "ok", "tight"}}, &got)
 			require.Equal(t, "ok", got.Nodename)
+			require.Equal(t, 102, got.Priority, "above core's cpumem (100), which would answer a refused node")
 		})
 		t.Run("get-most-idle-node fails naming why each node was skipped when none is placeable", func(t *testing.T) {
 			line := env.Fail(t, "storage", "get-most-idle-node", obj{"nodenames": []string{"drained", "clock"}})
