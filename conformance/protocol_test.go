@@ -505,6 +505,15 @@ func TestWorkloadsFromBeforeThePluginExisted(t *testing.T) {
 			require.NoError(t, err)
 			require.Empty(t, remap.EngineParamsMap, "a remap names no workload, so core updates no engine")
 
+			// core's remove and dissociate of such a workload gather no
+			// resource of this plugin and send workloads_resource null
+			for _, incr := range []bool{plugins.Decr, plugins.Incr} {
+				resp, err := p.SetNodeResourceUsage(t.Context(), "n1", nil, nil, nil, true, incr)
+				require.NoError(t, err)
+				require.JSONEq(t, mustJSON(t, info.Usage), mustJSON(t, resp.After), "a write of no workload changes no usage (incr %v)", incr)
+				require.JSONEq(t, mustJSON(t, info.Usage), mustJSON(t, nodeInfo(t, p, "n1", nil).Usage))
+			}
+
 			realloc, err := p.CalculateRealloc(t.Context(), "n1", nil, tc.request)
 			require.NoError(t, err, "an old workload can be given the resource by a realloc")
 			require.JSONEq(t, mustJSON(t, deploy.WorkloadsResource[0]), mustJSON(t, realloc.WorkloadResource),
