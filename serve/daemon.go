@@ -783,20 +783,40 @@ func (d *Daemon) Shutdown(grace time.Duration) error {
 	if d.ln != nil {
 		_ = d.ln.Close()
 	}
-	done := make(chan struct{})
-	go func() { d.inflight.Wait(); close(done) }()
-	select {
-	case <-done:
-	case <-time.After(grace):
+	if !d.waitInflight(grace) {
 		return errors.New("calls still running after the shutdown grace")
 	}
 	return nil
 }
 
+// waitInflight waits at most d for the calls in flight to end; false when
+// some still run.
+func (d *Daemon) waitInflight(wait time.Duration) bool {
+	done := make(chan struct{})
+	go func() { d.inflight.Wait(); close(done) }()
+	timer := time.NewTimer(wait)
+	defer timer.Stop()
+	select {
+	case <-done:
+		return true
+	case <-timer.C:
+		return false
+	}
+}
+
+// answerQueuedFor is how long Close waits for the calls flow control
+// turned away to answer their clients.
+const answerQueuedFor = time.Second
+
 // Close releases flow control, the cache and the store connection.
 func (d *Daemon) Close() {
 	if d.flow != nil {
 		d.flow.Close()
+		// The calls that waited for a seat are declined now: let them tell
+		// their clients (who then run them themselves) before the process
+		// ends, rather than leave them an EOF. A call still running past
+		// the shutdown grace is not waited for beyond that.
+		d.waitInflight(answerQueuedFor)
 	}
 	if d.cache != nil {
 		_ = d.cache.Close()
