@@ -317,6 +317,11 @@ func Restore(capacity, usage json.RawMessage) (*Node, error) {
 	}{{"cpu", view.CPURatioSource, view.CPURatio, &n.Override.CPU}, {"memory", view.MemoryRatioSource, view.MemoryRatio, &n.Override.Memory}} {
 		switch r.source {
 		case SourceNode:
+			// The node's own ratio is the snapshot's <what>_ratio: one
+			// missing reads as 0, which no ratio is.
+			if err := CheckRatio(r.what, r.ratio); err != nil {
+				return nil, types.Wrap(types.InvalidArgument, err, fmt.Sprintf("capacity: %s_ratio_source is %s, so %s_ratio is the node's own ratio", r.what, SourceNode, r.what))
+			}
 			ratio := r.ratio
 			*r.dst = &ratio
 		case SourceDefault, "":

@@ -258,10 +258,22 @@ func TestRestore(t *testing.T) {
 		require.Equal(t, int64(3), n.Version)
 		require.Equal(t, int64(64000), n.Schedulable(Defaults{CPU: 1000, Memory: 1000}).CPUMillis)
 	})
-	t.Run("an override out of range is refused", func(t *testing.T) {
-		_, err := Restore(json.RawMessage(`{"cpu_millis": 1, "memory_bytes": 2, "cpu_ratio": 0, "cpu_ratio_source": "NODE"}`), nil)
-		require.ErrorContains(t, err, "cpu ratio 0 is out of range")
-	})
+	for _, c := range []struct {
+		name, capacity, err string
+	}{
+		{"an override out of range is refused, naming the snapshot's keys",
+			`{"cpu_millis": 1, "memory_bytes": 2, "cpu_ratio": 0, "cpu_ratio_source": "NODE"}`,
+			"capacity: cpu_ratio_source is NODE, so cpu_ratio is the node's own ratio: cpu ratio 0 is out of range"},
+		{"a node's own ratio left out is refused as one of 0, naming the key it lacks",
+			`{"cpu_millis": 1, "memory_bytes": 2, "memory_ratio_source": "NODE"}`,
+			"capacity: memory_ratio_source is NODE, so memory_ratio is the node's own ratio: memory ratio 0 is out of range"},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			_, err := Restore(json.RawMessage(c.capacity), nil)
+			require.Equal(t, types.InvalidArgument, types.ClassOf(err))
+			require.ErrorContains(t, err, c.err)
+		})
+	}
 	t.Run("an unknown source is refused", func(t *testing.T) {
 		_, err := Restore(json.RawMessage(`{"cpu_millis": 1, "memory_bytes": 2, "cpu_ratio": 5, "cpu_ratio_source": "MINE"}`), nil)
 		require.ErrorContains(t, err, `cpu_ratio_source "MINE" is neither DEFAULT nor NODE`)
