@@ -643,7 +643,7 @@ func TestValidateNamesTheSameFaultEveryTime(t *testing.T) {
 			n := NewNode()
 			n.Capacity.Volumes = map[string]int64{"/z": -1, "/m": -2, "/a": 1}
 			return n
-		}, "capacity of volume /m is -2, out of range"},
+		}, "capacity of volume /m is -2, out of range: below zero"},
 		{"bindings on unknown volumes name the first in order", func() *Node {
 			n := NewNode()
 			n.Capacity.Volumes = map[string]int64{"/a": 1}

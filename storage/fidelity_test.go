@@ -112,7 +112,7 @@ func TestZeroByteBindingsKeepADeviceUsed(t *testing.T) {
 		require.EqualError(t, err, "volume /data9 still holds 1 workload bindings")
 		_, err = Restore(raw(capacity), raw(`{"volumes":{},"disks":[],"storage":0,"zero_byte_bindings":{"/data0":-1}}`))
 		requireClass(t, err, types.InvalidArgument)
-		require.ErrorContains(t, err, "-1 bindings is out of range")
+		require.ErrorContains(t, err, "-1 bindings, out of range: below zero")
 	})
 	t.Run("a device hosting such bindings cannot be removed", func(t *testing.T) {
 		n := mustNode(t, capacity, `{"volumes":{},"disks":[],"storage":0,"zero_byte_bindings":{"/data1":2}}`)

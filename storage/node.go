@@ -263,16 +263,25 @@ func firstBad(m map[string]int64, bad func(string, int64) bool) (string, bool) {
 	return first, found
 }
 
+// outOfRange says which bound of a record's figures v is past: zero, or
+// 2^53 (the largest a float64, as core reads the figures, holds exactly).
+func outOfRange(v int64) string {
+	if v < 0 {
+		return "out of range: below zero"
+	}
+	return fmt.Sprintf("out of range: above 2^53 (%d)", int64(types.MaxExact))
+}
+
 func (r *Resource) validate(what string) error {
 	if r.Storage < 0 || r.Storage > types.MaxExact {
-		return errInvalid("%s storage %d is out of range", what, r.Storage)
+		return errInvalid("%s storage is %d, %s", what, r.Storage, outOfRange(r.Storage))
 	}
 	var total int64
 	if _, ok := r.Volumes[""]; ok {
 		return errInvalid("%s has a volume with no device name", what)
 	}
 	if dev, bad := firstBad(r.Volumes, func(_ string, v int64) bool { return v < 0 || v > types.MaxExact }); bad {
-		return errInvalid("%s of volume %s is %d, out of range", what, dev, r.Volumes[dev])
+		return errInvalid("%s of volume %s is %d, %s", what, dev, r.Volumes[dev], outOfRange(r.Volumes[dev]))
 	}
 	for _, v := range r.Volumes {
 		// volumeTotal must not wrap around: keep the total within 2^53 too.
@@ -281,7 +290,7 @@ func (r *Resource) validate(what string) error {
 		}
 	}
 	if dev, bad := firstBad(r.ZeroByte, func(_ string, n int64) bool { return n < 0 || n > types.MaxExact }); bad {
-		return errInvalid("%s of volume %s: %d bindings is out of range", what, dev, r.ZeroByte[dev])
+		return errInvalid("%s of volume %s: %d bindings, %s", what, dev, r.ZeroByte[dev], outOfRange(r.ZeroByte[dev]))
 	}
 	seen := map[string]bool{}
 	for _, d := range r.Disks {
@@ -294,7 +303,7 @@ func (r *Resource) validate(what string) error {
 		seen[d.Device] = true
 		for i, q := range d.Quota() {
 			if q < 0 || q > types.MaxExact {
-				return errInvalid("%s of disk %s %s is %d, out of range", what, d.Device, QuotaNames[i], q)
+				return errInvalid("%s of disk %s %s is %d, %s", what, d.Device, QuotaNames[i], q, outOfRange(q))
 			}
 		}
 	}
