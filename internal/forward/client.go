@@ -356,8 +356,18 @@ func scalar(v string) string {
 		return ""
 	}
 	if strings.HasPrefix(v, "'") {
-		if end := strings.Index(v[1:], "'"); end >= 0 {
-			return v[1 : 1+end]
+		var b strings.Builder
+		for i := 1; i < len(v); i++ {
+			if v[i] != '\'' {
+				b.WriteByte(v[i])
+				continue
+			}
+			if i+1 < len(v) && v[i+1] == '\'' { // '' is a quote
+				b.WriteByte('\'')
+				i++
+				continue
+			}
+			return b.String()
 		}
 		return ""
 	}
