@@ -345,7 +345,9 @@ func serveSocket(doc []byte) string {
 	return ""
 }
 
-// scalar is a YAML scalar value: quoted, or plain up to a comment.
+// scalar is a YAML scalar value: quoted, or plain up to a comment; "" for
+// what it cannot read as YAML does (a tag, an anchor, an alias, a block
+// scalar, a flow collection).
 func scalar(v string) string {
 	if strings.HasPrefix(v, `"`) {
 		if s, err := strconv.QuotedPrefix(v); err == nil {
@@ -369,6 +371,9 @@ func scalar(v string) string {
 			}
 			return b.String()
 		}
+		return ""
+	}
+	if v != "" && strings.ContainsRune("!&*|>%@`{[", rune(v[0])) {
 		return ""
 	}
 	if i := strings.Index(v, " #"); i >= 0 {
