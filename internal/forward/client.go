@@ -376,8 +376,11 @@ func scalar(v string) string {
 	if v != "" && strings.ContainsRune("!&*|>%@`{[", rune(v[0])) {
 		return ""
 	}
-	if i := strings.Index(v, " #"); i >= 0 {
-		v = v[:i]
+	for i := 1; i < len(v); i++ { // a comment follows a space or a tab
+		if v[i] == '#' && (v[i-1] == ' ' || v[i-1] == '\t') {
+			v = v[:i]
+			break
+		}
 	}
 	return strings.TrimSpace(v)
 }
