@@ -347,10 +347,11 @@ func serveSocket(doc []byte) string {
 
 // scalar is a YAML scalar value: quoted, or plain up to a comment; "" for
 // what it cannot read as YAML does (a tag, an anchor, an alias, a block
-// scalar, a flow collection).
+// scalar, a flow collection, a double-quoted \x escape, which Go reads as a
+// byte and YAML as a character).
 func scalar(v string) string {
 	if strings.HasPrefix(v, `"`) {
-		if s, err := strconv.QuotedPrefix(v); err == nil {
+		if s, err := strconv.QuotedPrefix(v); err == nil && !strings.Contains(s, `\x`) {
 			if u, err := strconv.Unquote(s); err == nil {
 				return u
 			}
