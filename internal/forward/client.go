@@ -327,7 +327,7 @@ func serveSocket(doc []byte) string {
 		}
 		depth := len(line) - len(trimmed)
 		if depth == 0 {
-			inServe = strings.HasPrefix(trimmed, "serve:")
+			inServe = isKey(trimmed, "serve")
 			indent = -1
 			continue
 		}
@@ -337,12 +337,19 @@ func serveSocket(doc []byte) string {
 		if indent < 0 {
 			indent = depth
 		}
-		if depth != indent || !strings.HasPrefix(trimmed, "socket:") {
+		if depth != indent || !isKey(trimmed, "socket") {
 			continue
 		}
 		return scalar(strings.TrimSpace(strings.TrimPrefix(trimmed, "socket:")))
 	}
 	return ""
+}
+
+// isKey reports whether a block mapping line starts with key and its
+// colon, followed by a blank or nothing ("serve:x" is another key).
+func isKey(line, key string) bool {
+	rest, ok := strings.CutPrefix(line, key+":")
+	return ok && (rest == "" || rest[0] == ' ' || rest[0] == '\t' || rest[0] == '\r')
 }
 
 // scalar is a YAML scalar value: quoted, or plain up to a comment; "" for
