@@ -320,7 +320,8 @@ func SocketPath(configFile, wd string) string {
 func serveSocket(doc []byte) string {
 	inServe := false
 	indent := -1
-	for _, line := range strings.Split(string(doc), "\n") {
+	lines := strings.Split(string(doc), "\n")
+	for i, line := range lines {
 		trimmed := strings.TrimLeft(line, " ")
 		if trimmed == "" || strings.HasPrefix(trimmed, "#") {
 			continue
@@ -340,9 +341,25 @@ func serveSocket(doc []byte) string {
 		if depth != indent || !isKey(trimmed, "socket") {
 			continue
 		}
+		if continued(lines[i+1:], depth) {
+			return "" // a plain scalar folded over lines
+		}
 		return scalar(strings.TrimSpace(strings.TrimPrefix(trimmed, "socket:")))
 	}
 	return ""
+}
+
+// continued reports whether the next line that holds anything is indented
+// deeper than depth: the value goes on there.
+func continued(rest []string, depth int) bool {
+	for _, line := range rest {
+		trimmed := strings.TrimLeft(line, " \t")
+		if strings.TrimSpace(trimmed) == "" {
+			continue
+		}
+		return len(line)-len(trimmed) > depth
+	}
+	return false
 }
 
 // isKey reports whether a block mapping line starts with key and its
