@@ -195,7 +195,7 @@ func parseMillisJSON(raw json.RawMessage, signed bool) (int64, error) {
 	}
 	var n json.Number
 	if err := json.Unmarshal(raw, &n); err != nil {
-		return 0, fmt.Errorf("cpu %s is neither a number nor a string", types.Clip(raw))
+		return 0, fmt.Errorf("cpu %s is neither a number nor a string", types.ClipJSON(raw))
 	}
 	return ParseMillis(n.String(), signed)
 }

@@ -20,7 +20,7 @@ func DecodeObject(raw json.RawMessage, what string) (map[string]json.RawMessage,
 		return nil, nil
 	}
 	if raw = bytes.TrimSpace(raw); raw[0] != '{' {
-		return nil, Invalid("%s: want a JSON object, got %s", what, Clip(raw))
+		return nil, Invalid("%s: want a JSON object, got %s", what, ClipJSON(raw))
 	}
 	var m map[string]json.RawMessage
 	if err := json.Unmarshal(raw, &m); err != nil {
@@ -69,7 +69,7 @@ func DecodeList(raw json.RawMessage, what string) ([]json.RawMessage, error) {
 		return nil, nil
 	}
 	if raw = bytes.TrimSpace(raw); raw[0] != '[' {
-		return nil, Invalid("%s: want a list, got %s", what, Clip(raw))
+		return nil, Invalid("%s: want a list, got %s", what, ClipJSON(raw))
 	}
 	var items []json.RawMessage
 	if err := json.Unmarshal(raw, &items); err != nil {

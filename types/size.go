@@ -1,6 +1,7 @@
 package types
 
 import (
+	"bytes"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -77,7 +78,7 @@ func ParseSizeJSONAtMost(raw json.RawMessage, signed bool, most int64) (int64, e
 	}
 	var n json.Number
 	if err := json.Unmarshal(raw, &n); err != nil {
-		return 0, fmt.Errorf("size %s is neither a number nor a string", Clip(raw))
+		return 0, fmt.Errorf("size %s is neither a number nor a string", ClipJSON(raw))
 	}
 	return ParseSizeAtMost(n.String(), signed, most)
 }
@@ -108,3 +109,8 @@ func Clip(raw []byte) string {
 	}
 	return s[:cut] + "…"
 }
+
+// ClipJSON is Clip of raw JSON shown as it is (not quoted): its blanks,
+// line breaks among them, are folded into single spaces, so that the
+// message stays one line.
+func ClipJSON(raw []byte) string { return Clip(bytes.Join(bytes.Fields(raw), []byte{' '})) }
