@@ -362,6 +362,20 @@ func continued(rest []string, depth int) bool {
 	return false
 }
 
+// sameEscapes reports whether every escape of a double-quoted scalar is
+// one Go's Unquote and YAML read alike.
+func sameEscapes(q string) bool {
+	for i := 0; i < len(q); i++ {
+		if q[i] == '\\' {
+			if i+1 >= len(q) || !strings.ContainsRune(`\"abfnrtvuU`, rune(q[i+1])) {
+				return false
+			}
+			i++
+		}
+	}
+	return true
+}
+
 // isKey reports whether a block mapping line starts with key and its
 // colon, followed by a blank or nothing ("serve:x" is another key).
 func isKey(line, key string) bool {
@@ -371,11 +385,12 @@ func isKey(line, key string) bool {
 
 // scalar is a YAML scalar value: quoted, or plain up to a comment; "" for
 // what it cannot read as YAML does (a tag, an anchor, an alias, a block
-// scalar, a flow collection, a double-quoted \x escape, which Go reads as a
-// byte and YAML as a character).
+// scalar, a flow collection, a double-quoted escape Go and YAML read
+// differently: \xe9 is a byte to Go and a character to YAML, \000 an
+// octal NUL to Go and a NUL and "00" to YAML).
 func scalar(v string) string {
 	if strings.HasPrefix(v, `"`) {
-		if s, err := strconv.QuotedPrefix(v); err == nil && !strings.Contains(s, `\x`) {
+		if s, err := strconv.QuotedPrefix(v); err == nil && sameEscapes(s) {
 			if u, err := strconv.Unquote(s); err == nil {
 				return u
 			}
