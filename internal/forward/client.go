@@ -344,7 +344,11 @@ func serveSocket(doc []byte) string {
 		if continued(lines[i+1:], depth) {
 			return "" // a plain scalar folded over lines
 		}
-		return scalar(strings.TrimSpace(strings.TrimPrefix(trimmed, "socket:")))
+		v := scalar(strings.TrimSpace(strings.TrimPrefix(trimmed, "socket:")))
+		if strings.ContainsAny(v, "\r\u0085\u2028\u2029") {
+			return "" // a line break YAML folds into a space
+		}
+		return v
 	}
 	return ""
 }
