@@ -79,13 +79,7 @@ func TestForwardedCallsAnswerTheBytesOfALocalCall(t *testing.T) {
 		} else {
 			plain = testenv.NewEmbedded(t)
 		}
-		if d := served.Daemon(); d != nil { // ERU_TEST_SERVE=1 started one without HTTP
-			d.Stop(t)
-		}
-		addr := testenv.FreeAddr(t)
-		withServe(t, served, "http: "+addr)
-		d := served.Serve(t, addr)
-		d.WaitHTTP(t)
+		d := serveWithHTTP(t, served)
 		verbs := 0
 		for i, s := range scenario {
 			got := served.Exec(t, s.bin, []byte(s.stdin), s.verb)

@@ -140,6 +140,14 @@ func execWith(t testing.TB, env *testenv.Env, path string, in io.Reader, out io.
 func servedEmbedded(t *testing.T) (*testenv.Env, *testenv.Daemon) {
 	t.Helper()
 	env := testenv.NewEmbedded(t)
+	return env, serveWithHTTP(t, env)
+}
+
+// serveWithHTTP starts a daemon of the Env's own, listening for HTTP on a
+// free port, in place of any the suite started for it (ERU_TEST_SERVE=1
+// starts one without HTTP), and waits until it answers.
+func serveWithHTTP(t *testing.T, env *testenv.Env) *testenv.Daemon {
+	t.Helper()
 	if d := env.Daemon(); d != nil {
 		d.Stop(t)
 	}
@@ -147,7 +155,7 @@ func servedEmbedded(t *testing.T) (*testenv.Env, *testenv.Daemon) {
 	withServe(t, env, "http: "+addr)
 	d := env.Serve(t, addr)
 	d.WaitHTTP(t)
-	return env, d
+	return d
 }
 
 // sumMetric adds the values of every /metrics line starting with prefix.

@@ -20,13 +20,7 @@ import (
 func TestADaemonHoldsNoMoreAfterCallsThanBefore(t *testing.T) {
 	t.Parallel()
 	testenv.Backends(t, func(t *testing.T, env *testenv.Env) {
-		if d := env.Daemon(); d != nil { // ERU_TEST_SERVE=1 started one without HTTP
-			d.Stop(t)
-		}
-		addr := testenv.FreeAddr(t)
-		withServe(t, env, "http: "+addr)
-		d := env.Serve(t, addr)
-		d.WaitHTTP(t)
+		d := serveWithHTTP(t, env)
 		// One pass first: what the daemon sets up once (the store's
 		// connections, the cache's records, flow control's levels) is not
 		// a leak.

@@ -38,10 +38,7 @@ func TestMeasureForwardedCalls(t *testing.T) {
 	}
 	env.Call(t, "storage", "add-node", obj{"nodename": "n1", "resource": obj{"volumes": []string{"/data0:1T"}, "storage": "2T"}}, nil)
 	hello := buildHello(t)
-	addr := testenv.FreeAddr(t)
-	withServe(t, env, "http: "+addr)
-	d := env.Serve(t, addr)
-	d.WaitHTTP(t)
+	d := serveWithHTTP(t, env)
 
 	stdin := []byte(`{"nodename":"n1","workloads_resource":[]}`)
 	bin := testenv.Bin(t, "storage")
@@ -143,10 +140,7 @@ func TestMeasureTenThousandNodes(t *testing.T) {
 		_, err := client.Txn(ctx).Then(ops...).Commit()
 		require.NoError(t, err)
 	}
-	addr := testenv.FreeAddr(t)
-	withServe(t, env, "http: "+addr)
-	d := env.Serve(t, addr)
-	d.WaitHTTP(t)
+	d := serveWithHTTP(t, env)
 	waitStatus(t, d, "/readyz", 200)
 
 	var scrapes []time.Duration
