@@ -478,7 +478,12 @@ func (l *layout) point(pr *probe, d *demand, limit int) (int, error) {
 // quota, normal and monopoly bindings share disks, which the point does not
 // weigh: a group may take a small device whose disk the normal bindings
 // then lack. So opening further devices may make more plans: k+1, k+2,
-// k+4, ... and all of conv are tried too, and the best counts.
+// k+4, ... and all of conv are tried too. Nor is the point itself the
+// first k where monopoly capacity stops exceeding normal capacity: a
+// smaller normal binding may take a newly opened device's disk quota that a
+// larger one needed, so normal capacity can fall as devices open and the
+// bisection overshoot the crossing. So k-1, k-2, k-4, ... and 0 are tried
+// as well; the best counts, the fewest devices opened first.
 func (l *layout) candidates(d *demand, k int) []int {
 	out := []int{k}
 	if !d.io {
@@ -486,6 +491,12 @@ func (l *layout) candidates(d *demand, k int) []int {
 	}
 	for step := 1; k+step < len(l.conv); step *= 2 {
 		out = append(out, k+step)
+	}
+	for step := 1; k-step > 0; step *= 2 {
+		out = append(out, k-step)
+	}
+	if k > 0 {
+		out = append(out, 0)
 	}
 	if k < len(l.conv) {
 		out = append(out, len(l.conv))

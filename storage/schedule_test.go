@@ -439,3 +439,53 @@ func TestDeploy(t *testing.T) {
 		})
 	}
 }
+
+// TestConversionWithIOQuotaTriesFewerDevices holds a node where opening an
+// unused device lets the smallest normal binding take the IO quota a larger
+// one needs on a used device: with no device opened two plans fit (the
+// normal capacity, 2, does not fall short of the monopoly capacity, 2, so
+// the spec's rule converts nothing), with one or two opened none does.
+func TestConversionWithIOQuotaTriesFewerDevices(t *testing.T) {
+	node := func(t testing.TB) *Node {
+		return mustNode(t,
+			`{"volumes":{"/d0":20,"/d1":30,"/d2":100,"/d3":100},"disks":[`+
+				`{"device":"/dev/a","mounts":["/"],"read_IOPS":10,"write_IOPS":0,"read_bps":0,"write_bps":0},`+
+				`{"device":"/dev/b","mounts":["/d1","/d3"],"read_IOPS":25,"write_IOPS":0,"read_bps":0,"write_bps":0}],"storage":100000}`,
+			`{"volumes":{"/d1":3,"/d2":34},"disks":[`+
+				`{"device":"/dev/a","mounts":["/"],"read_IOPS":3,"write_IOPS":0,"read_bps":0,"write_bps":0}],"storage":37}`)
+	}
+	bindings := []string{"AUTO:/n0:rw:5:7:0:0:0", "AUTO:/n1:rw:5", "AUTO:/n2:rw:30:1:0:0:0", "AUTO:/m0:mrw:9"}
+	twoPlans := [][]placement{
+		{{"/d1", 5, 1}, {"/d1", 5, 1}, {"/d2", 30, 0}, {"/d0", 20, 0}},
+		{{"/d1", 5, 1}, {"/d1", 5, 1}, {"/d2", 30, 0}, {"/d3", 100, 1}},
+	}
+	tests := []struct {
+		name  string
+		limit int
+		most  int
+		count int // the plans asked of Schedule; 0 asks Count only
+		want  int
+		plans [][]placement
+	}{
+		{name: "a capacity query answers the two plans that open no unused device", limit: 3, most: 3, want: 2},
+		{name: "a capacity query capped below the deploy limit answers them too", limit: 2, most: 3, want: 2},
+		{name: "a deploy of two places them on the used devices and gives each group an unused one", limit: 3, most: 3, count: 2, want: 2, plans: twoPlans},
+		{name: "a deploy of three finds only the same two", limit: 3, most: 3, count: 3, want: 2, plans: twoPlans},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			n := node(t)
+			bs := mustBindings(t, bindings...)
+			if tt.count == 0 {
+				got, err := Count(context.Background(), hostOf(n), &n.Capacity, bs, tt.limit, tt.most)
+				require.NoError(t, err)
+				require.Equal(t, tt.want, got)
+				return
+			}
+			plans, _, err := Schedule(context.Background(), hostOf(n), &n.Capacity, bs, tt.count, tt.most)
+			require.NoError(t, err)
+			require.Len(t, plans, tt.want)
+			require.Equal(t, tt.plans, placements(plans))
+		})
+	}
+}
