@@ -61,7 +61,7 @@ func TestCalculateDeployPlans(t *testing.T) {
 			w := decodeWorkload(t, d.WorkloadsResource[0])
 			require.Equal(t, []disk{{Device: "/dev/vda", Mounts: []string{"/", "/data0"}, ReadIOPS: 400, WriteIOPS: 300, ReadBPS: 10 << 20}}, w.DisksRequest)
 			line := env.Fail(t, "storage", "calculate-deploy", obj{"nodename": "n3", "deploy_count": 3, "workload_resource_request": req})
-			require.Equal(t, "storage: calculate-deploy: node n3: resource_exhausted: need 3 plans, have 2: plan 3: volume AUTO:/data:rw:107374182400:400:300:10485760:0 (100 GiB): the volumes with 100 GiB free (/data1) are on disk /dev/vda, which has 200:400:1052770304:1073741824 (asked 400:300:10485760:0) of IO quota left", line)
+			require.Equal(t, "storage: calculate-deploy: node n3: resource_exhausted: need 3 plans, have 2: plan 3: volume AUTO:/data:rw:107374182400:400:300:10485760:0 (100 GiB): the volumes with 100 GiB free (/data0) are on disk /dev/vda, which has 200:400:1052770304:1073741824 (asked 400:300:10485760:0) of IO quota left", line)
 		})
 		t.Run("a mount binding is not placed and charges the disk of its longest mount", func(t *testing.T) {
 			addNode(t, env, "n4", obj{
