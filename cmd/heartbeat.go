@@ -111,11 +111,22 @@ func (r *runner) heartbeatVia(op *operation, node string, a heartbeatFlags) (nod
 	if err != nil || a.interval == 0 {
 		return answer, err
 	}
-	return r.heartbeatAgent(node, a.interval, answer, beat, func() (nodes.Answer[*nodes.View], error) {
+	end := func() (nodes.Answer[*nodes.View], error) {
 		ctx, cancel := context.WithTimeout(context.Background(), timeout)
 		defer cancel()
 		return v.endSession(ctx, node)
-	})
+	}
+	// Without --ttl the session lives the daemon's nodes.session_ttl, not
+	// the one of this host's config that heartbeatArgs checked --interval
+	// against: the first answer says which, and an interval the session
+	// would lapse within ends it rather than leave the node flapping.
+	if s := answer.Value.Session; ttl == "" && s.ExpiresAt != nil && s.LastSeen != nil {
+		if daemonTTL := s.ExpiresAt.Sub(*s.LastSeen); a.interval >= daemonTTL {
+			_, _ = end()
+			return nodes.Answer[*nodes.View]{}, types.Invalid("--interval %s: want less than the daemon's session ttl %s (its nodes.session_ttl), or the session lapses between heartbeats; give a shorter --interval or a --ttl", a.interval, daemonTTL)
+		}
+	}
+	return r.heartbeatAgent(node, a.interval, answer, beat, end)
 }
 
 // heartbeatFlags are a heartbeat's settings, checked.
@@ -141,7 +152,11 @@ func heartbeatArgs(c *cli.Context, cfg *config.Config) (heartbeatFlags, error) {
 	}
 	if c.IsSet("interval") {
 		a.interval = c.Duration("interval")
-		if a.interval <= 0 || a.interval >= a.ttl {
+		// Sent --via without --ttl, the session lives the daemon's
+		// nodes.session_ttl, not this host's: heartbeatVia checks the
+		// interval against its first answer.
+		daemonTTL := c.IsSet("via") && !c.IsSet("ttl")
+		if a.interval <= 0 || (a.interval >= a.ttl && !daemonTTL) {
 			return a, types.Invalid("--interval %s: want more than 0 and less than the session ttl %s, or the session lapses between heartbeats", a.interval, a.ttl)
 		}
 	}

@@ -1,6 +1,7 @@
 package serve_test
 
 import (
+	"context"
 	"encoding/base64"
 	"encoding/json"
 	"net/http"
@@ -336,4 +337,67 @@ func (s *syncBuffer) String() string {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	return s.b.String()
+}
+
+// TestAnAgentViaTheDaemonHeartbeatsWithinTheDaemonsSession: without --ttl
+// the session lives the daemon's nodes.session_ttl (2s here), not the
+// node's own default (30s, this node has no config): an --interval the
+// daemon's session would lapse within is refused after the first answer
+// says so, one line, and the session that heartbeat opened is ended; a
+// shorter one runs the agent, whatever the node's own session_ttl.
+func TestAnAgentViaTheDaemonHeartbeatsWithinTheDaemonsSession(t *testing.T) {
+	t.Parallel()
+	env := testenv.NewEmbedded(t)
+	if d := env.Daemon(); d != nil {
+		d.Stop(t)
+	}
+	env.Call(t, "storage", "add-node", obj{"nodename": "n1", "resource": obj{"storage": "1T"}}, nil)
+	tokenFile := filepath.Join(env.Dir, "token")
+	require.NoError(t, os.WriteFile(tokenFile, []byte("ttl-Token-5\n"), 0o600))
+	addr := testenv.FreeAddr(t)
+	writeConfig(t, env, env.ConfigYAML()+"nodes:\n  session_ttl: 2s\n", "http: "+addr, "token_file: token")
+	env.Serve(t, addr).WaitHTTP(t)
+	agent := func(ctx context.Context, interval string, nodeConfig string) (*exec.Cmd, *syncBuffer, *syncBuffer) {
+		c := exec.CommandContext(ctx, testenv.Bin(t, "storage"), "nodes", "heartbeat", "n1", "--via", "http://"+addr, "--token-file", tokenFile,
+			"--clock-sync", "SYNCHRONIZED", "--interval", interval, "-o", "json")
+		c.Dir = t.TempDir() // the node's folder
+		if nodeConfig != "" {
+			require.NoError(t, os.WriteFile(filepath.Join(c.Dir, "storage.yaml"), []byte(nodeConfig), 0o644))
+		}
+		c.Env = append(os.Environ(), "ERU_RESOURCE_CONFIG_PATH=")
+		var out, errb syncBuffer
+		c.Stdout, c.Stderr = &out, &errb
+		return c, &out, &errb
+	}
+	for _, interval := range []string{"2s", "5s"} {
+		t.Run("an interval of "+interval+" is refused and the session its first heartbeat opened ended", func(t *testing.T) {
+			ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+			defer cancel()
+			c, out, errb := agent(ctx, interval, "")
+			err := c.Run()
+			require.NoError(t, ctx.Err(), "the agent ran on with a session that lapses between its heartbeats: %s", errb.String())
+			var exit *exec.ExitError
+			require.ErrorAs(t, err, &exit, errb.String())
+			require.Equal(t, 2, exit.ExitCode(), errb.String())
+			require.Empty(t, out.String())
+			require.Equal(t, "storage: nodes heartbeat: invalid_argument: --interval "+interval+": want less than the daemon's session ttl 2s (its nodes.session_ttl), or the session lapses between heartbeats; give a shorter --interval or a --ttl\n", errb.String())
+			require.False(t, nodeRecord(t, env, "n1").Session.Live)
+		})
+	}
+	for _, c := range []struct {
+		name, interval, nodeConfig string
+	}{
+		{"an interval shorter than the daemon's session runs the agent", "500ms", ""},
+		{"an interval shorter than the daemon's session runs the agent, though the node's own session_ttl is shorter still", "1.5s", "nodes:\n  session_ttl: 1s\n"},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+			defer cancel()
+			cmd, _, errb := agent(ctx, c.interval, c.nodeConfig)
+			require.NoError(t, cmd.Start())
+			require.Eventually(t, func() bool { return strings.Contains(errb.String(), "heartbeat every "+c.interval) }, 15*time.Second, 50*time.Millisecond, errb.String())
+			require.NoError(t, cmd.Process.Signal(syscall.SIGTERM))
+			require.NoError(t, cmd.Wait(), errb.String())
+		})
+	}
 }
