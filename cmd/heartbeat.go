@@ -71,11 +71,13 @@ func (r *runner) heartbeatCommand() *cli.Command {
 				})
 				return answer, err
 			}
+			stopped, stop := agentSignals(a.interval)
+			defer stop()
 			answer, err := beat()
 			if err != nil || a.interval == 0 {
 				return answer, err
 			}
-			return r.heartbeatAgent(node, a.interval, answer, beat, func() (nodes.Answer[*nodes.View], error) {
+			return r.heartbeatAgent(stopped, node, a.interval, answer, beat, func() (nodes.Answer[*nodes.View], error) {
 				var end nodes.Answer[*nodes.View]
 				err := op.withStore(func(ctx context.Context, s store.Store) error {
 					var err error
@@ -107,6 +109,8 @@ func (r *runner) heartbeatVia(op *operation, node string, a heartbeatFlags) (nod
 		defer cancel()
 		return v.heartbeat(ctx, node, nodes.Measure(a.procRoot, a.clock), ttl, a.register)
 	}
+	stopped, stop := agentSignals(a.interval)
+	defer stop()
 	answer, err := beat()
 	if err != nil || a.interval == 0 {
 		return answer, err
@@ -126,7 +130,7 @@ func (r *runner) heartbeatVia(op *operation, node string, a heartbeatFlags) (nod
 			return nodes.Answer[*nodes.View]{}, types.Invalid("--interval %s: want less than the daemon's session ttl %s (its nodes.session_ttl), or the session lapses between heartbeats; give a shorter --interval or a --ttl", a.interval, daemonTTL)
 		}
 	}
-	return r.heartbeatAgent(node, a.interval, answer, beat, end)
+	return r.heartbeatAgent(stopped, node, a.interval, answer, beat, end)
 }
 
 // heartbeatFlags are a heartbeat's settings, checked.
@@ -186,15 +190,25 @@ func heartbeatArgs(c *cli.Context, cfg *config.Config) (heartbeatFlags, error) {
 	return a, nil
 }
 
-// heartbeatAgent heartbeats every interval until SIGTERM or SIGINT, then
-// ends the session and answers the record after. A heartbeat that fails
+// agentSignals is done on SIGTERM or SIGINT for an agent (interval > 0),
+// caught from before its first heartbeat: a stop that comes while that one
+// runs ends the session it opens, instead of killing the process with
+// the session live until its ttl.
+func agentSignals(interval time.Duration) (context.Context, context.CancelFunc) {
+	if interval == 0 {
+		return context.Background(), func() {}
+	}
+	return signal.NotifyContext(context.Background(), syscall.SIGTERM, syscall.SIGINT)
+}
+
+// heartbeatAgent heartbeats every interval until ctx is done (SIGTERM or
+// SIGINT, agentSignals), then ends the session and answers the record
+// after. A heartbeat that fails
 // for a passing reason (the store unreachable, contention) is reported on
 // stderr and the next one tried; one the registry refuses (the node
 // retired, revoked) ends the agent with that error. Each change of the
 // node's status is reported on stderr.
-func (r *runner) heartbeatAgent(node string, interval time.Duration, first nodes.Answer[*nodes.View], beat, end func() (nodes.Answer[*nodes.View], error)) (nodes.Answer[*nodes.View], error) {
-	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGTERM, syscall.SIGINT)
-	defer stop()
+func (r *runner) heartbeatAgent(ctx context.Context, node string, interval time.Duration, first nodes.Answer[*nodes.View], beat, end func() (nodes.Answer[*nodes.View], error)) (nodes.Answer[*nodes.View], error) {
 	where := fmt.Sprintf("%s: nodes heartbeat %s", r.name, node)
 	status := first.Value.Status
 	fmt.Fprintf(r.stderr, "%s: %s, heartbeat every %s\n", where, status, interval)

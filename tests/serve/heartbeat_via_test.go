@@ -401,3 +401,58 @@ func TestAnAgentViaTheDaemonHeartbeatsWithinTheDaemonsSession(t *testing.T) {
 		})
 	}
 }
+
+// TestAnAgentStoppedDuringItsFirstHeartbeatEndsItsSession: systemd may
+// stop the agent while its first heartbeat is still on its way (a slow
+// daemon, a restart loop). A proxy holds that heartbeat's GET /v1/clock
+// until the signal has been sent: the agent finishes the heartbeat, ends
+// the session it opened and exits 0, rather than dying of the signal with
+// the session live until its ttl.
+func TestAnAgentStoppedDuringItsFirstHeartbeatEndsItsSession(t *testing.T) {
+	t.Parallel()
+	env, base, tokenFile := viaDaemon(t)
+	target, err := url.Parse(base)
+	require.NoError(t, err)
+	daemon := httputil.NewSingleHostReverseProxy(target)
+	for _, c := range []struct {
+		name string
+		sig  syscall.Signal
+	}{
+		{"SIGTERM during the first heartbeat ends the session and exits 0", syscall.SIGTERM},
+		{"SIGINT during the first heartbeat ends the session and exits 0", syscall.SIGINT},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			held, release := make(chan struct{}), make(chan struct{})
+			var once sync.Once
+			proxy := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+				if r.URL.Path == "/v1/clock" {
+					once.Do(func() { close(held); <-release })
+				}
+				daemon.ServeHTTP(w, r)
+			}))
+			defer proxy.Close()
+			agent := exec.Command(testenv.Bin(t, "storage"), "nodes", "heartbeat", "n1", "--via", proxy.URL, "--token-file", tokenFile,
+				"--clock-sync", "SYNCHRONIZED", "--interval", "1s", "--ttl", "30s", "-o", "json")
+			agent.Dir = env.Dir
+			agent.Env = append(os.Environ(), "ERU_RESOURCE_CONFIG_PATH=")
+			var out, errb syncBuffer
+			agent.Stdout, agent.Stderr = &out, &errb
+			require.NoError(t, agent.Start())
+			defer func() { _ = agent.Process.Kill() }()
+			select {
+			case <-held:
+			case <-time.After(20 * time.Second):
+				t.Fatalf("the agent sent no heartbeat: %s", errb.String())
+			}
+			require.NoError(t, agent.Process.Signal(c.sig))
+			time.Sleep(200 * time.Millisecond) // the signal is delivered while the heartbeat is held
+			close(release)
+			require.NoError(t, agent.Wait(), errb.String())
+			var rec viaRecord
+			require.NoError(t, json.Unmarshal([]byte(out.String()), &rec), out.String())
+			require.False(t, rec.Session.Live, "the agent ended the session its first heartbeat opened")
+			require.False(t, nodeRecord(t, env, "n1").Session.Live)
+			require.Contains(t, errb.String(), "stopped, ending the session")
+		})
+	}
+}
