@@ -225,10 +225,11 @@ func parseDisks(raw json.RawMessage, signed bool) ([]Disk, error) {
 	return out, nil
 }
 
-// diskKeys are the keys of a disk object, as stored (a function, so that no
-// caller can change the list for the others).
+// diskKeys are the keys of a disk object, as stored: its device, its
+// mounts and its quotas (a function, so that no caller can change the list
+// for the others).
 func diskKeys() []string {
-	return []string{"device", "mounts", "read_IOPS", "write_IOPS", "read_bps", "write_bps"}
+	return append([]string{"device", "mounts"}, QuotaNames[:]...)
 }
 
 // refuseUnknownDiskKeys refuses a disk object with a key that is none of
@@ -244,9 +245,10 @@ func refuseUnknownDiskKeys(raw json.RawMessage, what string) error {
 	if dev := ""; json.Unmarshal(m["device"], &dev) == nil && dev != "" {
 		name = dev
 	}
+	known := diskKeys()
 	for _, k := range types.SortedKeys(m) {
-		if !slices.ContainsFunc(diskKeys(), func(known string) bool { return strings.EqualFold(known, k) }) {
-			return errInvalid("%s: disk %s: unknown key %q (known: %s)", what, name, k, strings.Join(diskKeys(), ", "))
+		if !slices.ContainsFunc(known, func(key string) bool { return strings.EqualFold(key, k) }) {
+			return errInvalid("%s: disk %s: unknown key %q (known: %s)", what, name, k, strings.Join(known, ", "))
 		}
 	}
 	return nil
