@@ -209,14 +209,7 @@ func TestASkewedNodeClockBlocksPlacement(t *testing.T) {
 func TestAHeartbeatAgentViaTheDaemon(t *testing.T) {
 	t.Parallel() // light on the CPU: runs beside the tests that wait on etcd
 	env, base, tokenFile := viaDaemon(t)
-	agent := exec.Command(testenv.Bin(t, "storage"), "nodes", "heartbeat", "n1", "--via", base, "--token-file", tokenFile,
-		"--clock-sync", "SYNCHRONIZED", "--interval", "300ms", "--ttl", "5s", "-o", "json")
-	agent.Dir = env.Dir
-	agent.Env = append(os.Environ(), "ERU_RESOURCE_CONFIG_PATH=")
-	var out, errb strings.Builder
-	agent.Stdout, agent.Stderr = &out, &errb
-	require.NoError(t, agent.Start())
-	defer func() { _ = agent.Process.Kill() }()
+	agent, out, errb := startAgent(t, env.Dir, base, tokenFile, "--interval", "300ms", "--ttl", "5s")
 	require.Eventually(t, func() bool { return nodeRecord(t, env, "n1").Session.Live }, 20*time.Second, 100*time.Millisecond)
 	require.NoError(t, agent.Process.Signal(syscall.SIGTERM))
 	require.NoError(t, agent.Wait(), errb.String())
@@ -287,16 +280,9 @@ func TestAHeartbeatAgentOutlivesAStampItsDaemonDidNotMake(t *testing.T) {
 		daemon.ServeHTTP(w, r)
 	}))
 	defer proxy.Close()
-	agent := exec.Command(testenv.Bin(t, "storage"), "nodes", "heartbeat", "n1", "--via", proxy.URL, "--token-file", tokenFile,
-		"--clock-sync", "SYNCHRONIZED", "--interval", "200ms", "--ttl", "5s", "-o", "json")
-	agent.Dir = env.Dir
-	agent.Env = append(os.Environ(), "ERU_RESOURCE_CONFIG_PATH=")
-	var out, errb syncBuffer
-	agent.Stdout, agent.Stderr = &out, &errb
-	require.NoError(t, agent.Start())
+	agent, _, errb := startAgent(t, env.Dir, proxy.URL, tokenFile, "--interval", "200ms", "--ttl", "5s")
 	exited := make(chan error, 1)
 	go func() { exited <- agent.Wait() }()
-	defer func() { _ = agent.Process.Kill() }()
 	// The session is live from the first heartbeat; the heartbeats after
 	// the foreign stamps renew it.
 	require.Eventually(t, func() bool { return foreign.Load() > 3 || len(exited) > 0 }, 20*time.Second, 50*time.Millisecond)
@@ -319,6 +305,22 @@ func TestAHeartbeatAgentOutlivesAStampItsDaemonDidNotMake(t *testing.T) {
 	require.True(t, rec.Session.LastSeen.After(after), "a heartbeat after the foreign stamps landed (last seen %v)", rec.Session.LastSeen)
 	require.NoError(t, agent.Process.Signal(syscall.SIGTERM))
 	require.NoError(t, <-exited, errb.String())
+}
+
+// startAgent starts `storage nodes heartbeat n1 --via via` as an agent in
+// dir, with a synchronised clock, JSON output and flags (its --interval,
+// its --ttl), and kills it when the test ends if it is still running.
+func startAgent(t *testing.T, dir, via, tokenFile string, flags ...string) (*exec.Cmd, *syncBuffer, *syncBuffer) {
+	t.Helper()
+	args := append([]string{"nodes", "heartbeat", "n1", "--via", via, "--token-file", tokenFile, "--clock-sync", "SYNCHRONIZED", "-o", "json"}, flags...)
+	agent := exec.Command(testenv.Bin(t, "storage"), args...)
+	agent.Dir = dir
+	agent.Env = append(os.Environ(), "ERU_RESOURCE_CONFIG_PATH=")
+	var out, errb syncBuffer
+	agent.Stdout, agent.Stderr = &out, &errb
+	require.NoError(t, agent.Start())
+	t.Cleanup(func() { _ = agent.Process.Kill() })
+	return agent, &out, &errb
 }
 
 // syncBuffer is a strings.Builder a test may read while a process writes it.
@@ -431,14 +433,7 @@ func TestAnAgentStoppedDuringItsFirstHeartbeatEndsItsSession(t *testing.T) {
 				daemon.ServeHTTP(w, r)
 			}))
 			defer proxy.Close()
-			agent := exec.Command(testenv.Bin(t, "storage"), "nodes", "heartbeat", "n1", "--via", proxy.URL, "--token-file", tokenFile,
-				"--clock-sync", "SYNCHRONIZED", "--interval", "1s", "--ttl", "30s", "-o", "json")
-			agent.Dir = env.Dir
-			agent.Env = append(os.Environ(), "ERU_RESOURCE_CONFIG_PATH=")
-			var out, errb syncBuffer
-			agent.Stdout, agent.Stderr = &out, &errb
-			require.NoError(t, agent.Start())
-			defer func() { _ = agent.Process.Kill() }()
+			agent, out, errb := startAgent(t, env.Dir, proxy.URL, tokenFile, "--interval", "1s", "--ttl", "30s")
 			select {
 			case <-held:
 			case <-time.After(20 * time.Second):
