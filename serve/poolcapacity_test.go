@@ -3,7 +3,6 @@ package serve
 import (
 	"io"
 	"net/http"
-	"net/http/httptest"
 	"strings"
 	"testing"
 
@@ -15,11 +14,7 @@ import (
 // capacity, not as "flag provided but not defined", which names a flag the
 // HTTP client never gave; and nothing is written.
 func TestAPoolCapacityThatIsNoSizeIsRefusedInTheAPIsWords(t *testing.T) {
-	d, _ := flowDaemon(t, "", nil)
-	code, _, errb := d.run(d.options(d.cfg, d.linearizable()), "storage", []string{"add-node"}, []byte(`{"nodename":"n1","resource":{"storage":"1T","pools":["ceph-a:/mnt/ceph-a"]}}`))
-	require.Equal(t, 0, code, string(errb))
-	srv := httptest.NewServer(d.Handler("tok"))
-	defer srv.Close()
+	srv := poolNodeAPI(t)
 	for _, c := range []struct {
 		name, body string
 		status     int

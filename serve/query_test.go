@@ -17,11 +17,7 @@ import (
 // (the first here, the last on the command line); and a write's
 // `?if_version=7` (a body field) would write unguarded.
 func TestAQueryParameterTheRouteDoesNotTakeIsRefused(t *testing.T) {
-	d, _ := flowDaemon(t, "", nil)
-	code, _, errb := d.run(d.options(d.cfg, d.linearizable()), "storage", []string{"add-node"}, []byte(`{"nodename":"n1","resource":{"storage":"1T","pools":["ceph-a:/mnt/ceph-a"]}}`))
-	require.Equal(t, 0, code, string(errb))
-	srv := httptest.NewServer(d.Handler("tok"))
-	defer srv.Close()
+	srv := poolNodeAPI(t)
 	for _, c := range []struct {
 		method string
 		path   string
@@ -49,4 +45,16 @@ func TestAQueryParameterTheRouteDoesNotTakeIsRefused(t *testing.T) {
 		require.Contains(t, string(body), c.says, c.path)
 		require.True(t, json.Valid(body), c.path)
 	}
+}
+
+// poolNodeAPI is the operator API, behind token "tok", of a daemon on the
+// embedded store holding node n1, which declares pool ceph-a.
+func poolNodeAPI(t *testing.T) *httptest.Server {
+	t.Helper()
+	d, _ := flowDaemon(t, "", nil)
+	code, _, errb := d.run(d.options(d.cfg, d.linearizable()), "storage", []string{"add-node"}, []byte(`{"nodename":"n1","resource":{"storage":"1T","pools":["ceph-a:/mnt/ceph-a"]}}`))
+	require.Equal(t, 0, code, string(errb))
+	srv := httptest.NewServer(d.Handler("tok"))
+	t.Cleanup(srv.Close)
+	return srv
 }
